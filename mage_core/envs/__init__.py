@@ -1,0 +1,1 @@
+"""Games and tasks: rules, text rendering, action parsing. Pure Python + numpy."""

@@ -1,0 +1,159 @@
+"""What every game offers the rest of the library.
+
+Two layers, kept apart on purpose:
+
+1. *Rules*: immutable game states with integer moves (``GameState``). Opponents,
+   solvers and tournaments work here; nothing in this layer knows about text.
+2. *Agent environments* (``Env``): one game against one opponent from the agent's
+   seat, with a text observation, a text action parser, task rewards and an exact
+   ``restart()`` to the episode's initial state (METHOD.md section 1).
+
+Randomness is always a ``numpy.random.Generator`` passed in; no global seeding.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+#: ``to_move`` of a state whose next event is a chance draw (e.g. a card deal).
+CHANCE = -1
+#: ``to_move`` of a terminal state.
+TERMINAL = -2
+
+
+class Outcome(str, enum.Enum):
+    """How an episode ended, from the agent's point of view."""
+
+    WIN = "win"  # two-player win, or a single-player task solved
+    LOSS = "loss"
+    DRAW = "draw"  # the game itself ended level (Tic-Tac-Toe full board)
+    TIMEOUT = "timeout"  # the turn limit ended the episode before the game did
+
+
+@runtime_checkable
+class GameState(Protocol):
+    """An immutable two-player game state with integer moves."""
+
+    @property
+    def to_move(self) -> int:
+        """0 or 1 for the player to act, ``CHANCE`` or ``TERMINAL``."""
+        ...
+
+    def legal_moves(self) -> Sequence[int]:
+        """The legal moves of the player to act, in a fixed order."""
+        ...
+
+    def apply(self, move: int) -> "GameState":
+        """A new state after ``move``; ``self`` is unchanged."""
+        ...
+
+    def is_terminal(self) -> bool: ...
+
+    def returns(self) -> tuple[float, float]:
+        """Payoffs of players 0 and 1 at a terminal state, in the game's native
+        units (Tic-Tac-Toe: +1/-1/0; Kuhn Poker: chips)."""
+        ...
+
+    def key(self) -> Hashable:
+        """A hashable identity of the full state (for transposition tables)."""
+        ...
+
+
+@runtime_checkable
+class Opponent(Protocol):
+    """A fixed (stationary) policy for one seat of a two-player game.
+
+    ``act`` must only use what the acting player may observe (in Kuhn Poker: its
+    own card and the betting so far). ``rng`` carries all of its randomness.
+    """
+
+    name: str
+
+    def act(self, state: GameState, rng: np.random.Generator) -> int: ...
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one agent turn produced.
+
+    ``reward`` is the task reward of this turn only (penalties are computed by
+    ``mage_core.envs.rewards`` from ``invalid`` and the response length), in the
+    reward units of the env's settings. For Sokoban it sums every primitive move.
+    """
+
+    reward: float
+    done: bool
+    invalid: bool
+    outcome: Outcome | None = None  # set when ``done``
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Env(Protocol):
+    """One episode of a task from the agent's seat (METHOD.md sections 1-3).
+
+    Life cycle: ``reset()`` draws a new initial state from the env's generator;
+    ``restart()`` returns to exactly that initial state (the same board, deal or
+    level) for the next episode of a meta-episode; ``step`` plays one agent turn,
+    including the opponent's replies. An invalid action (``None``) earns no task
+    reward, counts against the turn limit, and the opponent does not move.
+    """
+
+    name: str
+
+    def reset(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def observation(self) -> str:
+        """What the agent sees now, without the history of earlier turns; exact
+        text equality of observations defines GiGPO's anchor states."""
+        ...
+
+    def legal_actions(self) -> list[str]:
+        """Canonical action texts accepted now (what goes inside <action>)."""
+        ...
+
+    def parse_action(self, response: str) -> str | None:
+        """The canonical legal action in a model response, or None if invalid.
+        Never raises, whatever the text."""
+        ...
+
+    def step(self, action: str | None) -> StepResult: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def turn(self) -> int:
+        """Agent turns taken in this episode (valid or not)."""
+        ...
+
+
+_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
+
+
+def extract_action_text(response: str) -> str | None:
+    """The content of the last ``<action>...</action>`` block, stripped, or None.
+
+    The last block wins because models often restate a format example first.
+    """
+    matches = _ACTION_TAG.findall(response)
+    if not matches:
+        return None
+    return matches[-1].strip()
+
+
+def check_generator(rng: object, who: str) -> np.random.Generator:
+    """Reject the common mistake of passing a seed or the legacy RandomState."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{who} needs a numpy.random.Generator (np.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng

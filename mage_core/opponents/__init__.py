@@ -1,0 +1,1 @@
+"""Opponents for the two-player games and the populations that sample them."""
