@@ -1,0 +1,41 @@
+# The two commands of the README: `make run` (set up + main job) and `make test`.
+# Everything installs into ./.venv; torch is pinned to the CPU build on disk.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+
+.PHONY: setup run test test-slow bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[dev]'
+	touch $@
+
+## setup: create .venv and install the package with its test tools
+setup: $(VENV)/.installed
+
+## run: the main job on the CPU default (for now: the opponent tournament of params.yaml)
+run: setup
+	$(VENV)/bin/mage validate
+	$(VENV)/bin/mage tournament
+
+## test: the fast test suite (what CI runs)
+test: setup
+	$(PY) -m pytest
+
+## test-slow: the opt-in slow tests (statistical opponent checks, long analyses)
+test-slow: setup
+	$(PY) -m pytest -m slow
+
+## bench: the benchmarks that print figures (installs open-spiel for the MCTS comparison)
+bench: setup
+	$(PIP) -e '.[bench]'
+	$(PY) benchmarks/bench_mcts.py
+	$(PY) benchmarks/bench_sokoban.py
+	$(PY) benchmarks/bench_cli.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

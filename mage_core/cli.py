@@ -1,0 +1,140 @@
+"""The one command line: ``mage <command>`` (also ``python -m mage_core``).
+
+Start-up stays fast: this module imports only argparse and rich-argparse; each
+command imports its stage when it runs, so ``mage --help`` never loads numpy,
+torch, mlflow or prefect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from rich_argparse import RawDescriptionRichHelpFormatter
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+DESCRIPTION = """\
+MAGE: meta-reinforcement learning for LLM agents that explore, then exploit,
+the opponent or task in front of them across several episodes.
+
+Every command reads the experiment from params.yaml (override with --params).
+A bad params file is reported in full (every key, with what is allowed) and the
+command exits with status 2 before writing anything.
+"""
+
+EPILOG = """\
+examples:
+  mage validate                              check params.yaml, show the populations
+  mage tournament                            play the matches listed in params.yaml
+  mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
+  mage kuhn analyze                          exact best responses to the Kuhn opponents
+"""
+
+
+def _add_params(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--params", default="params.yaml", metavar="PATH", help="experiment parameters (default: %(default)s)"
+    )
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from mage_core.stages.validate import run
+
+    return run(args.params)
+
+
+def _cmd_tournament(args: argparse.Namespace) -> int:
+    from mage_core.stages.tournament import run
+
+    return run(args.params, game=args.game, player_a=args.a, player_b=args.b,
+               num_games=args.games, seed=args.seed, out=args.out)
+
+
+def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
+    from mage_core.stages.kuhn_analyze import run
+
+    return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = RawDescriptionRichHelpFormatter
+    parser = argparse.ArgumentParser(prog="mage", description=DESCRIPTION, epilog=EPILOG, formatter_class=fmt)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+
+    p = sub.add_parser("validate", help="check params.yaml and summarise it", description=(
+        "Validate params.yaml against the schema (mage_core/config.py). Prints every problem with its dotted "
+        "key and exits 2, or prints the resolved games and opponent populations."), formatter_class=fmt)
+    _add_params(p)
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("tournament", help="play two players against each other, with confidence intervals",
+                       description=(
+        "Play head-to-head matches between two players of a two-player game with alternating seats and fixed "
+        "seeds, and print win/draw/loss rates with 95%% Wilson intervals and the mean payoff (Kuhn Poker: chips "
+        "per hand). Without --game/--a/--b it plays every match in params.yaml (tournament.matches). Players are "
+        "opponent names, e.g. random (the uniform-random agent), minimax, mcts-100, pattern-corners, "
+        "conservative, cfr, equilibrium-1/6 (see `mage validate`)."), formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--game", choices=["tic_tac_toe", "kuhn_poker"], help="game of a single ad-hoc match")
+    p.add_argument("--a", metavar="PLAYER", help="player A of a single ad-hoc match")
+    p.add_argument("--b", metavar="PLAYER", help="player B of a single ad-hoc match")
+    p.add_argument("--games", type=int, metavar="N", help="games per match (overrides params)")
+    p.add_argument("--seed", type=int, help="seed (default: params.yaml seed)")
+    p.add_argument("--out", metavar="PATH", default="reports/tournament.json",
+                   help="where to write the results as JSON (default: %(default)s; '-' for none)")
+    p.set_defaults(func=_cmd_tournament)
+
+    kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
+    kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)
+    p = kuhn_sub.add_parser("analyze", help="best responses and population values as exact fractions",
+                            description=(
+        "For every Kuhn opponent (the population in params.yaml, the user-defined behaviour strategies, or those "
+        "named with --opponent) print the exact best-response value and strategy for each seat; then the best "
+        "single fixed strategy against the weighted population, the value of knowing the opponent, and the "
+        "Bayes-optimal final-hand value of a meta-episode (METHOD.md section 11)."), formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--opponent", action="append", metavar="NAME", help="analyse this opponent (repeatable)")
+    p.add_argument("--meta-hands", type=int, default=3, metavar="K",
+                   help="hands per meta-episode for the Bayes-optimal ceiling (default: %(default)s; 0 skips)")
+    p.set_defaults(func=_cmd_kuhn_analyze)
+    return parser
+
+
+def _version() -> str:
+    from mage_core import __version__
+
+    return f"mage {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    from mage_core.config import ConfigError
+
+    try:
+        return func(args)
+    except ConfigError as err:
+        _print_config_error(err)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _print_config_error(err: Exception) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True, soft_wrap=True)
+    problems = getattr(err, "problems", [str(err)])
+    console.print(f"[bold red]error:[/] {getattr(err, 'source', 'params')} has {len(problems)} problem(s); "
+                  "nothing was run or written:", highlight=False)
+    for problem in problems:
+        console.print("  - " + problem, highlight=False, markup=False)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

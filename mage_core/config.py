@@ -1,0 +1,312 @@
+"""The schema of ``params.yaml`` and its loader.
+
+Validate at the edge, then trust the types (DESIGN.md style rule 3): loading
+reports ALL problems at once, each with its dotted key and what is allowed,
+and the CLI exits with status 2 before anything is written. Unknown keys are
+errors, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from mage_core.opponents.population import PopulationEntry, preset
+from mage_core.opponents.registry import OpponentSettings, check_opponent_name
+
+GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
+GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban"]
+TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class Strict(BaseModel):
+    """Base: unknown keys are errors, no silent coercion of bool/str to numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class PenaltyConfig(Strict):
+    """Per-task penalties (METHOD.md section 3 and 10)."""
+
+    invalid_action_penalty: NonNegativeFloat = 0.5
+    length_penalty_coef: NonNegativeFloat = 2.0
+    max_response_tokens: PositiveInt = 3072
+
+
+class TicTacToeConfig(PenaltyConfig):
+    max_turns: PositiveInt = 8
+    win_reward: float = 10.0
+    loss_reward: float = -10.0
+    draw_reward: float = 0.0
+
+    def settings(self) -> Any:
+        from mage_core.envs.tic_tac_toe.env import TicTacToeSettings
+
+        return TicTacToeSettings(
+            max_turns=self.max_turns,
+            win_reward=self.win_reward,
+            loss_reward=self.loss_reward,
+            draw_reward=self.draw_reward,
+        )
+
+
+class KuhnPokerConfig(PenaltyConfig):
+    max_turns: PositiveInt = 6
+    reward_per_chip: Annotated[float, Field(gt=0)] = 5.0
+    max_response_tokens: PositiveInt = 4096
+
+    def settings(self) -> Any:
+        from mage_core.envs.kuhn_poker.env import KuhnPokerSettings
+
+        return KuhnPokerSettings(max_turns=self.max_turns, reward_per_chip=self.reward_per_chip)
+
+
+class SokobanConfig(PenaltyConfig):
+    dim_room: Annotated[int, Field(ge=5, le=10)] = 6
+    num_boxes: Annotated[int, Field(ge=1, le=3)] = 2
+    max_turns: PositiveInt = 7
+    moves_per_turn: Annotated[int, Field(ge=1, le=5)] = 3
+    min_solution_moves: PositiveInt = 5
+    max_solution_moves: PositiveInt = 21
+    step_penalty: float = -0.1
+    box_on_target: float = 1.0
+    box_off_target: float = -1.0
+    all_boxes_on_target: float = 10.0
+    length_penalty_coef: NonNegativeFloat = 1.0
+    max_response_tokens: PositiveInt = 4096
+
+    @field_validator("max_solution_moves")
+    @classmethod
+    def _bounds_ordered(cls, v: int, info: ValidationInfo) -> int:
+        low = info.data.get("min_solution_moves")
+        if low is not None and v < low:
+            raise ValueError(f"must be >= min_solution_moves ({low}), got {v}")
+        return v
+
+    def settings(self) -> Any:
+        from mage_core.envs.sokoban.env import SokobanSettings
+
+        fields = self.model_dump(exclude=set(PenaltyConfig.model_fields))
+        return SokobanSettings(**fields)
+
+
+class EnvConfig(Strict):
+    name: GameName = "kuhn_poker"
+    tic_tac_toe: TicTacToeConfig = TicTacToeConfig()
+    kuhn_poker: KuhnPokerConfig = KuhnPokerConfig()
+    sokoban: SokobanConfig = SokobanConfig()
+
+
+class KuhnStrategyConfig(Strict):
+    """P(BET) at each of the 12 Kuhn information sets (card + betting so far).
+
+    Player 0 (acts first): J, Q, K, and Jpb, Qpb, Kpb after check-bet.
+    Player 1: Jp, Qp, Kp after a check; Jb, Qb, Kb facing a bet.
+    """
+
+    J: Probability
+    Q: Probability
+    K: Probability
+    Jpb: Probability
+    Qpb: Probability
+    Kpb: Probability
+    Jp: Probability
+    Qp: Probability
+    Kp: Probability
+    Jb: Probability
+    Qb: Probability
+    Kb: Probability
+
+
+class OpponentsConfig(Strict):
+    mcts_uct_c: Annotated[float, Field(gt=0)] = 1.4
+    mcts_solver: bool = True
+    cfr_iterations: PositiveInt = 10_000
+    kuhn_strategies: dict[str, KuhnStrategyConfig] = {}
+
+    @field_validator("kuhn_strategies")
+    @classmethod
+    def _no_shadowing(cls, v: dict[str, KuhnStrategyConfig]) -> dict[str, KuhnStrategyConfig]:
+        shadowing = [name for name in v if check_opponent_name("kuhn_poker", name) is None]
+        if shadowing:
+            raise ValueError(f"{shadowing} shadow built-in opponents; choose other names")
+        return v
+
+    def settings(self) -> OpponentSettings:
+        return OpponentSettings(
+            mcts_uct_c=self.mcts_uct_c,
+            mcts_solver=self.mcts_solver,
+            cfr_iterations=self.cfr_iterations,
+            kuhn_strategies={name: s.model_dump() for name, s in self.kuhn_strategies.items()},
+        )
+
+
+class PopulationEntryConfig(Strict):
+    opponent: str
+    weight: Annotated[float, Field(gt=0)] = 1.0
+    seat: Literal["first", "second", "mixed"] = "mixed"
+
+    # Subclasses name their game so that opponent names are checked per entry,
+    # next to the entry's other errors.
+    game: ClassVar[str]
+
+    @field_validator("opponent")
+    @classmethod
+    def _known(cls, v: str, info: ValidationInfo) -> str:
+        custom = (info.context or {}).get("kuhn_strategies", {})
+        if (problem := check_opponent_name(cls.game, v, custom)) is not None:
+            raise ValueError(problem)
+        return v
+
+
+class TicTacToeEntry(PopulationEntryConfig):
+    game: ClassVar[str] = "tic_tac_toe"
+
+
+class KuhnPokerEntry(PopulationEntryConfig):
+    game: ClassVar[str] = "kuhn_poker"
+
+
+def _check_preset(game: str, spec: Any) -> Any:
+    if isinstance(spec, str):
+        try:
+            preset(game, spec)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+    return spec
+
+
+class PopulationConfig(Strict):
+    """A preset name (see mage_core.opponents.population.PRESETS) or explicit entries."""
+
+    tic_tac_toe: Union[str, list[TicTacToeEntry]] = "balanced"
+    kuhn_poker: Union[str, list[KuhnPokerEntry]] = "paper"
+
+    @field_validator("tic_tac_toe")
+    @classmethod
+    def _ttt(cls, v: Any) -> Any:
+        return _check_preset("tic_tac_toe", v)
+
+    @field_validator("kuhn_poker")
+    @classmethod
+    def _kuhn(cls, v: Any) -> Any:
+        return _check_preset("kuhn_poker", v)
+
+    def entries(self, game: TwoPlayerGame) -> list[PopulationEntry]:
+        spec = getattr(self, game)
+        if isinstance(spec, str):
+            return preset(game, spec)
+        return [PopulationEntry(e.opponent, e.weight, e.seat) for e in spec]
+
+
+class MatchConfig(Strict):
+    game: TwoPlayerGame
+    player_a: str
+    player_b: str
+    num_games: PositiveInt = 200
+
+    @field_validator("player_a", "player_b")
+    @classmethod
+    def _known(cls, v: str, info: ValidationInfo) -> str:
+        game = info.data.get("game")
+        if game is not None:
+            custom = (info.context or {}).get("kuhn_strategies", {})
+            if (p := check_opponent_name(game, v, custom)) is not None:
+                raise ValueError(p)
+        return v
+
+
+class TournamentConfig(Strict):
+    matches: list[MatchConfig] = []
+
+
+class Config(Strict):
+    """The whole of params.yaml."""
+
+    seed: Annotated[int, Field(ge=0)] = 0
+    env: EnvConfig = EnvConfig()
+    opponents: OpponentsConfig = OpponentsConfig()
+    population: PopulationConfig = PopulationConfig()
+    tournament: TournamentConfig = TournamentConfig()
+
+
+class ConfigError(Exception):
+    """Every problem found in a params file, one ``key: message`` per line."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def _format_error(err: dict[str, Any]) -> str:
+    """One pydantic error as ``dotted.key: message`` with the allowed values."""
+    parts: list[str] = []
+    for loc in err["loc"]:
+        if isinstance(loc, str) and loc.startswith("list["):
+            continue  # union branch names say nothing to a user
+        if isinstance(loc, int):
+            parts.append(f"[{loc}]")
+        elif loc == "str":
+            continue
+        else:
+            parts.append(("." if parts else "") + str(loc))
+    key = "".join(parts) or "<root>"
+    kind, given = err["type"], err.get("input")
+    if kind == "literal_error":
+        allowed = err["ctx"]["expected"].replace("'", "").replace(" or ", ", ")
+        return f"{key}: {given!r} is not one of {allowed}"
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling; see params.yaml for the allowed keys)"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind in ("value_error", "assertion_error"):
+        return f"{key}: {msg}"
+    return f"{key}: {msg} (got {given!r})"
+
+
+def parse_config(data: Any, source: str = "<params>") -> Config:
+    """Validate a mapping; raise ConfigError listing every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(source, [f"<root>: expected a mapping of keys, got {type(data).__name__}"])
+    strategies: Any = data.get("opponents", {})
+    strategies = strategies.get("kuhn_strategies", {}) if isinstance(strategies, dict) else {}
+    context = {"kuhn_strategies": strategies if isinstance(strategies, dict) else {}}
+    try:
+        return Config.model_validate(data, context=context)
+    except ValidationError as err:
+        seen: list[str] = []
+        for e in err.errors():
+            if "str" in e["loc"] and isinstance(e.get("input"), list):
+                continue  # the list branch of a str-or-list union reports the real problem
+            line = _format_error(e)
+            if line not in seen:
+                seen.append(line)
+        raise ConfigError(source, seen) from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a params file; ConfigError (with every problem) otherwise."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(str(path), [f"<file>: no such file (pass --params PATH or run from the project root)"])
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ConfigError(str(path), [f"<yaml>: not valid YAML at {where}: {getattr(err, 'problem', err)}"]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(path), [f"<file>: not UTF-8 text ({err.reason})"]) from None
+    return parse_config(data, str(path))

@@ -1,0 +1,1 @@
+"""Measuring players: tournaments now; Pass@k and evaluation suites later."""

@@ -1,0 +1,1 @@
+"""Small file helpers shared by the stages."""

@@ -1,0 +1,152 @@
+"""Opponents by name: one grammar shared by params.yaml, the CLI and the code.
+
+Names (``<family>`` or ``<family>-<parameter>``):
+
+=============  ===================================================================
+tic_tac_toe    ``random``, ``minimax``, ``mcts-<simulations>``, ``pattern-<order>``
+               with order one of ``PATTERN_ORDERS``
+kuhn_poker     ``random``, ``conservative``, ``aggressive``, ``intermediate``,
+               ``equilibrium-<alpha>`` (alpha a fraction in [0, 1/3], e.g. ``1/6``),
+               ``cfr`` (sampled CFR average strategy), ``cfr_argmax`` (its argmax:
+               what the reference code calls CFR), and every behaviour strategy
+               defined under ``opponents.kuhn_strategies`` in params.yaml
+=============  ===================================================================
+
+``check_opponent_name`` only parses (cheap, used by config validation);
+``make_opponent`` builds the player, importing its module on demand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping
+
+from mage_core.envs.base import Opponent
+
+TWO_PLAYER_GAMES = ("tic_tac_toe", "kuhn_poker")
+
+#: The six preferred-pattern players of METHOD.md section 7 (orders live in
+#: mage_core.opponents.patterns.PATTERNS; this tuple names them for the parser).
+PATTERN_ORDERS = (
+    "center_corners_edges",
+    "corners",
+    "edges",
+    "diagonal",
+    "anti_diagonal",
+    "corners_bottom_right",
+)
+KUHN_ARCHETYPES = ("conservative", "aggressive", "intermediate")
+
+_MCTS = re.compile(r"^mcts-(\d+)$")
+_PATTERN = re.compile(r"^pattern-([a-z_]+)$")
+_EQUILIBRIUM = re.compile(r"^equilibrium-(\d+(?:/\d+)?|\d*\.\d+)$")
+
+
+@dataclass(frozen=True)
+class OpponentSettings:
+    """Knobs shared by every opponent of a family (from ``opponents`` in params)."""
+
+    mcts_uct_c: float = 1.4
+    mcts_solver: bool = True
+    cfr_iterations: int = 10_000
+    kuhn_strategies: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+
+def valid_names(game: str, custom: Mapping[str, object] = {}) -> list[str]:
+    """Human-readable list of accepted names, for error messages."""
+    if game == "tic_tac_toe":
+        return ["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
+    if game == "kuhn_poker":
+        return ["random", *KUHN_ARCHETYPES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax", *custom]
+    raise ValueError(f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}")
+
+
+def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {}) -> str | None:
+    """None if ``name`` is a valid opponent of ``game``, else the reason it is not."""
+    if game not in TWO_PLAYER_GAMES:
+        return f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}"
+    if not isinstance(name, str):
+        return f"opponent name must be a string, got {type(name).__name__}"
+    if name == "random":
+        return None
+    if game == "tic_tac_toe":
+        if name == "minimax":
+            return None
+        if m := _MCTS.match(name):
+            return None if int(m.group(1)) >= 1 else "mcts needs at least 1 simulation"
+        if m := _PATTERN.match(name):
+            if m.group(1) in PATTERN_ORDERS:
+                return None
+            return f"unknown pattern {m.group(1)!r}; patterns: {', '.join(PATTERN_ORDERS)}"
+    else:
+        if name in KUHN_ARCHETYPES or name in ("cfr", "cfr_argmax") or name in custom:
+            return None
+        if m := _EQUILIBRIUM.match(name):
+            alpha = _parse_alpha(m.group(1))
+            if alpha is None or not 0 <= alpha <= Fraction(1, 3):
+                return f"equilibrium alpha must lie in [0, 1/3], got {m.group(1)}"
+            return None
+    return f"{name!r} is not an opponent of {game}; valid: {', '.join(valid_names(game, custom))}"
+
+
+def _parse_alpha(text: str) -> Fraction | None:
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def make_opponent(game: str, name: str, settings: OpponentSettings = OpponentSettings()) -> Opponent:
+    """Build the named opponent; raises ValueError listing valid names."""
+    problem = check_opponent_name(game, name, settings.kuhn_strategies)
+    if problem is not None:
+        raise ValueError(problem)
+    if name == "random":
+        from mage_core.opponents.random_player import UniformRandom
+
+        return UniformRandom()
+    if game == "tic_tac_toe":
+        return _make_tic_tac_toe(name, settings)
+    return _make_kuhn(name, settings)
+
+
+def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
+    if name == "minimax":
+        from mage_core.opponents.minimax import MinimaxPlayer
+
+        return MinimaxPlayer(name="minimax")
+    if m := _MCTS.match(name):
+        from mage_core.opponents.mcts import MCTSPlayer
+
+        return MCTSPlayer(
+            name=name,
+            num_simulations=int(m.group(1)),
+            uct_c=settings.mcts_uct_c,
+            solver=settings.mcts_solver,
+        )
+    m = _PATTERN.match(name)
+    assert m is not None  # guaranteed by check_opponent_name
+    from mage_core.opponents.patterns import PATTERNS, PatternPlayer
+
+    return PatternPlayer(name=name, order=PATTERNS[m.group(1)])
+
+
+def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:
+    from mage_core.opponents import kuhn
+
+    if name in KUHN_ARCHETYPES:
+        return kuhn.ARCHETYPES[name]
+    if name in settings.kuhn_strategies:
+        return kuhn.BehaviourStrategy(name, settings.kuhn_strategies[name])
+    if name in ("cfr", "cfr_argmax"):
+        from mage_core.opponents import cfr
+
+        if name == "cfr":
+            return cfr.cfr_strategy(settings.cfr_iterations)
+        return cfr.cfr_argmax_strategy(settings.cfr_iterations)
+    m = _EQUILIBRIUM.match(name)
+    assert m is not None  # guaranteed by check_opponent_name
+    strategy = kuhn.equilibrium(Fraction(m.group(1)))
+    return kuhn.BehaviourStrategy(name, strategy.p_bet)

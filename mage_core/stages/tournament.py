@@ -1,0 +1,93 @@
+"""``mage tournament``: head-to-head matches with confidence intervals."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from mage_core.config import Config, ConfigError, MatchConfig, load_config
+from mage_core.envs import registry as games
+from mage_core.evaluation.tournament import MatchResult, play_match
+from mage_core.io.atomic import write_json_atomic
+from mage_core.opponents.registry import make_opponent
+
+UNITS = {"tic_tac_toe": "+1 win / -1 loss", "kuhn_poker": "chips per hand"}
+
+
+def resolve_matches(
+    cfg: Config, game: str | None, player_a: str | None, player_b: str | None, num_games: int | None
+) -> list[MatchConfig]:
+    """The ad-hoc match of the command line, or the configured ones."""
+    adhoc = (game, player_a, player_b)
+    if any(x is not None for x in adhoc):
+        if not all(x is not None for x in adhoc):
+            raise ConfigError("command line", ["--game, --a and --b go together: give all three or none"])
+        data = {"game": game, "player_a": player_a, "player_b": player_b, "num_games": num_games or 200}
+        from mage_core.config import parse_config
+
+        # Validate through the same schema as params.yaml, so errors read alike.
+        parsed = parse_config(
+            {"opponents": cfg.opponents.model_dump(), "tournament": {"matches": [data]}}, "command line"
+        )
+        return list(parsed.tournament.matches)
+    matches = list(cfg.tournament.matches)
+    if not matches:
+        raise ConfigError("params", ["tournament.matches: empty; list matches there or pass --game/--a/--b"])
+    if num_games is not None:
+        if num_games < 1:
+            raise ConfigError("command line", [f"--games: must be >= 1, got {num_games}"])
+        matches = [m.model_copy(update={"num_games": num_games}) for m in matches]
+    return matches
+
+
+def run(
+    params: str,
+    game: str | None = None,
+    player_a: str | None = None,
+    player_b: str | None = None,
+    num_games: int | None = None,
+    seed: int | None = None,
+    out: str = "reports/tournament.json",
+) -> int:
+    cfg = load_config(params)
+    matches = resolve_matches(cfg, game, player_a, player_b, num_games)
+    seed = cfg.seed if seed is None else seed
+    settings = cfg.opponents.settings()
+    console = Console()
+    results: list[MatchResult] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        for index, m in enumerate(matches):
+            a = make_opponent(m.game, m.player_a, settings)
+            b = make_opponent(m.game, m.player_b, settings)
+            task = progress.add_task(f"{m.player_a} vs {m.player_b}", total=m.num_games)
+            results.append(play_match(
+                m.game, lambda rng, g=m.game: games.initial_state(g, rng), a, b, m.num_games,
+                seed=seed * 1000 + index, on_game=lambda t=task: progress.advance(t),
+            ))
+    console.print(_table(results))
+    if out != "-":
+        payload = {
+            f"tournament/{r.game}/{r.player_a}_vs_{r.player_b}": r.summary() for r in results
+        }
+        path = write_json_atomic(out, payload)
+        console.print(f"results written to {path}")
+    return 0
+
+
+def _table(results: list[MatchResult]) -> Table:
+    table = Table(title="Tournament (player A's view, 95% Wilson intervals; seats alternate)")
+    for col in ("game", "player A", "player B", "games", "A wins", "draws", "A losses", "A mean payoff"):
+        table.add_column(col, justify="right" if col not in ("game", "player A", "player B") else "left")
+    for r in results:
+        s = r.summary()
+
+        def rate(name: str) -> str:
+            return f"{s[name + '_rate']:.3f} [{s[name + '_rate_low']:.3f}, {s[name + '_rate_high']:.3f}]"
+
+        table.add_row(
+            r.game, r.player_a, r.player_b, str(r.num_games), rate("win"), rate("draw"), rate("loss"),
+            f"{s['mean_payoff']:+.3f} ± {s['mean_payoff_high'] - s['mean_payoff']:.3f} ({UNITS[r.game]})",
+        )
+    return table

@@ -1,0 +1,29 @@
+"""``mage validate``: check params.yaml and show what it resolves to."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from mage_core.config import load_config
+
+
+def run(params: str) -> int:
+    cfg = load_config(params)
+    console = Console()
+    console.print(f"[green]ok[/]: {params} is valid (seed {cfg.seed}, training game [bold]{cfg.env.name}[/])")
+    for game in ("tic_tac_toe", "kuhn_poker"):
+        from mage_core.opponents.population import Population
+
+        spec = getattr(cfg.population, game)
+        title = f"{game} population: " + (spec if isinstance(spec, str) else "custom")
+        table = Table(title=title, title_justify="left")
+        table.add_column("opponent")
+        table.add_column("agent seat")
+        table.add_column("probability", justify="right")
+        for (name, seat), p in sorted(Population(cfg.population.entries(game)).probabilities().items()):
+            table.add_row(name, "first" if seat == 0 else "second", f"{p:.4f}")
+        console.print(table)
+    if cfg.tournament.matches:
+        console.print(f"tournament: {len(cfg.tournament.matches)} match(es) configured")
+    return 0
