@@ -1,0 +1,68 @@
+"""The command line as a user runs it: subprocesses, exit codes, files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+HEAVY = ("numpy", "pydantic", "torch", "transformers", "mlflow", "prefect", "great_expectations", "deepspeed", "ray")
+
+
+def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["tournament", "--help"], ["kuhn", "analyze", "--help"],
+                                  ["validate", "--help"]])
+def test_help_imports_nothing_heavy(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from mage_core.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "HEAVY=", f"--help imported {out.stdout.splitlines()[-1]}"
+
+
+def test_bad_params_exit_2_and_write_nothing(tmp_path: Path, mage_cmd: list[str]) -> None:
+    (tmp_path / "params.yaml").write_text("env: {name: chess}\ntournament: {matches: [{game: go}]}\n")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    previous = reports / "tournament.json"
+    previous.write_text('{"kept": true}\n')
+    out = run([*mage_cmd, "tournament"], tmp_path)
+    assert out.returncode == 2
+    assert "env.name: 'chess' is not one of tic_tac_toe, kuhn_poker, sokoban" in out.stderr
+    assert "tournament.matches[0].game: 'go' is not one of tic_tac_toe, kuhn_poker" in out.stderr
+    assert "tournament.matches[0].player_a: required key is missing" in out.stderr
+    assert previous.read_text() == '{"kept": true}\n'
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["params.yaml", "reports", "tournament.json"]
+
+
+def test_partial_adhoc_match_is_a_usage_error(project_root: Path, mage_cmd: list[str], tmp_path: Path) -> None:
+    out = run([*mage_cmd, "tournament", "--params", str(project_root / "params.yaml"), "--game", "kuhn_poker",
+               "--a", "cfr", "--out", str(tmp_path / "t.json")], tmp_path)
+    assert out.returncode == 2
+    assert "--game, --a and --b go together" in out.stderr
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_adhoc_tournament_writes_json(project_root: Path, mage_cmd: list[str], tmp_path: Path) -> None:
+    target = tmp_path / "out" / "t.json"
+    out = run([*mage_cmd, "tournament", "--params", str(project_root / "params.yaml"), "--game", "tic_tac_toe",
+               "--a", "minimax", "--b", "random", "--games", "20", "--out", str(target)], tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(target.read_text())
+    summary = data["tournament/tic_tac_toe/minimax_vs_random"]
+    assert summary["num_games"] == 20
+    assert summary["loss_rate"] == 0.0  # perfect play never loses
+    assert summary["win_rate"] + summary["draw_rate"] == pytest.approx(1.0)
