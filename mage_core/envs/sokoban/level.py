@@ -174,7 +174,9 @@ class SokobanLevel:
         for r, row in enumerate(grid):
             for c, symbol in enumerate(row):
                 if symbol not in _SYMBOLS:
-                    raise ValueError(f"unknown symbol {symbol!r} at row {r + 1}, column {c + 1}; valid: {list(_SYMBOLS)}")
+                    raise ValueError(
+                        f"unknown symbol {symbol!r} at row {r + 1}, column {c + 1}; valid: {list(_SYMBOLS)}"
+                    )
                 is_wall, is_target, has_box, has_player = _SYMBOLS[symbol]
                 bit = 1 << (r * width + c)
                 walls |= bit if is_wall else 0

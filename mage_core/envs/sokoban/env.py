@@ -1,0 +1,246 @@
+"""The Sokoban agent environment (METHOD.md sections 1-3 and 10).
+
+One episode = one level, at most ``max_turns`` agent turns (paper: 7), each turn
+1..``moves_per_turn`` primitive moves (paper: 3) written ``up, left, down``.
+Rewards follow gym-sokoban per primitive move: ``step_penalty`` every move (a
+wall bump or a blocked push included), ``box_on_target`` / ``box_off_target``
+when the number of boxes on targets rises / falls, ``all_boxes_on_target`` when
+the level is solved. The turn's reward is the SUM over its moves (the reference
+code kept only the last move's reward: a defect the issue asks to fix).
+
+Action words: only ``up``/``down``/``left``/``right`` (any case). Single letters
+(u/d/l/r) are rejected on purpose: the paper's format is words, and an
+abbreviation such as ``l`` is easily a typo of ``1``; being strict keeps the
+invalid-action signal honest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.sokoban.generate import generate_level
+from mage_core.envs.sokoban.level import DIRECTION_IDS, DIRECTIONS, LEGEND, SokobanLevel, move_state
+
+_SEPARATORS = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class SokobanSettings:
+    """Paper defaults (METHOD.md section 10); rewards as in gym-sokoban."""
+
+    dim_room: int = 6
+    num_boxes: int = 2
+    max_turns: int = 7
+    moves_per_turn: int = 3
+    min_solution_moves: int = 5
+    max_solution_moves: int = 21
+    step_penalty: float = -0.1
+    box_on_target: float = 1.0
+    box_off_target: float = -1.0
+    all_boxes_on_target: float = 10.0
+
+    def __post_init__(self) -> None:
+        errors = []
+        if not 4 <= self.dim_room <= 10:
+            errors.append(f"dim_room must be in 4..10, got {self.dim_room}")
+        if not 1 <= self.num_boxes <= 3:
+            errors.append(f"num_boxes must be in 1..3, got {self.num_boxes}")
+        if self.max_turns < 1:
+            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
+        if not 1 <= self.moves_per_turn <= 5:
+            errors.append(f"moves_per_turn must be in 1..5 (4**n texts of length n), got {self.moves_per_turn}")
+        if not 1 <= self.min_solution_moves <= self.max_solution_moves:
+            errors.append(
+                f"need 1 <= min_solution_moves <= max_solution_moves, got "
+                f"{self.min_solution_moves} and {self.max_solution_moves}"
+            )
+        for name in ("step_penalty", "box_on_target", "box_off_target", "all_boxes_on_target"):
+            if not math.isfinite(getattr(self, name)):
+                errors.append(f"{name} must be finite, got {getattr(self, name)}")
+        if errors:
+            raise ValueError("SokobanSettings: " + "; ".join(errors))
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """What one turn's primitive moves did."""
+
+    reward: float
+    player: int
+    boxes: int
+    moves_applied: int
+
+
+def _action_table(moves_per_turn: int) -> dict[str, tuple[int, ...]]:
+    """Canonical action text -> direction ids, all 1..n-move sequences, shorter
+    first, each length in ``itertools.product`` order of ``DIRECTIONS``."""
+    table = {}
+    for length in range(1, moves_per_turn + 1):
+        for combo in itertools.product(range(len(DIRECTIONS)), repeat=length):
+            table[", ".join(DIRECTIONS[d] for d in combo)] = combo
+    return table
+
+
+class SokobanEnv:
+    """Sokoban from the agent's seat (the ``Env`` protocol of envs/base.py).
+
+    ``reset()`` draws a new level from ``rng`` (or re-uses ``level`` if one was
+    given); ``restart()`` replays exactly the same level (METHOD.md section 1).
+    Call ``reset()`` before anything else.
+    """
+
+    name = "sokoban"
+
+    def __init__(self, settings: SokobanSettings, rng: np.random.Generator, level: SokobanLevel | None = None) -> None:
+        self.settings = settings
+        self._rng = check_generator(rng, "SokobanEnv")
+        if level is not None and level.num_boxes != settings.num_boxes:
+            raise ValueError(f"level has {level.num_boxes} boxes but settings.num_boxes is {settings.num_boxes}")
+        self._fixed_level = level
+        self._actions = _action_table(settings.moves_per_turn)
+        self._initial: SokobanLevel | None = None
+        self._player = 0
+        self._boxes = 0
+        self._turn = 0
+        self._done = False
+
+    # ----- life cycle -------------------------------------------------
+    def reset(self) -> None:
+        """A new level (drawn from the env's generator unless fixed), turn 0."""
+        s = self.settings
+        if self._fixed_level is not None:
+            self._initial = self._fixed_level
+        else:
+            self._initial = generate_level(
+                self._rng, s.dim_room, s.num_boxes, s.min_solution_moves, s.max_solution_moves
+            )
+        self.restart()
+
+    def restart(self) -> None:
+        """Back to exactly the current level's initial position, turn 0."""
+        initial = self._require_level()
+        self._player, self._boxes = initial.player, initial.boxes
+        self._turn = 0
+        self._done = False
+
+    # ----- views ------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    @property
+    def initial_level(self) -> SokobanLevel:
+        """The level as it was at the start of the episode."""
+        return self._require_level()
+
+    @property
+    def level(self) -> SokobanLevel:
+        """The current position as an immutable level."""
+        return self._require_level().with_state(self._player, self._boxes)
+
+    def observation(self) -> str:
+        """The grid with 1-based row and column numbers, the legend and the box
+        count; deterministic, so equal positions give equal text (GiGPO
+        anchors, METHOD.md section 5)."""
+        level = self.level
+        pad = len(str(max(level.height, level.width)))
+        header = " " * pad + " " + " ".join(str(c).rjust(pad) for c in range(1, level.width + 1))
+        body = [
+            str(r + 1).rjust(pad) + " " + " ".join(symbol.rjust(pad) for symbol in row)
+            for r, row in enumerate(level.rows())
+        ]
+        return "\n".join(
+            [f"Legend: {LEGEND}. Row 1 is the top, column 1 the left.", header, *body,
+             f"Boxes on targets: {level.boxes_on_target} of {level.num_boxes}"]
+        )
+
+    def legal_actions(self) -> list[str]:
+        """All 1..moves_per_turn move sequences (84 for 3), fixed order; empty
+        once the episode is over."""
+        self._require_level()
+        return [] if self._done else list(self._actions)
+
+    def parse_action(self, response: str) -> str | None:
+        """The canonical action of a response's last ``<action>`` block, or None.
+
+        Splits on commas and whitespace, lower-cases, and accepts only
+        direction words, at most ``moves_per_turn`` of them. Never raises.
+        """
+        if not isinstance(response, str):
+            return None
+        text = extract_action_text(response)
+        if text is None:
+            return None
+        words = [w for w in _SEPARATORS.split(text.lower()) if w]
+        if not 1 <= len(words) <= self.settings.moves_per_turn:
+            return None
+        if any(w not in DIRECTION_IDS for w in words):
+            return None
+        return ", ".join(words)
+
+    # ----- dynamics ---------------------------------------------------
+    def step(self, action: str | None) -> StepResult:
+        """Play one turn. ``None`` is an invalid action: no reward, no move,
+        but the turn counts (METHOD.md section 2)."""
+        initial = self._require_level()
+        if self._done:
+            raise RuntimeError("SokobanEnv.step: the episode is over; call reset() or restart()")
+        if action is None:
+            turn = _Turn(0.0, self._player, self._boxes, 0)
+        elif action in self._actions:
+            turn = self._play(initial, self._actions[action])
+        else:
+            raise ValueError(
+                f"SokobanEnv.step: action must be a canonical text from legal_actions() such as "
+                f"'up, left, down' (or None), got {action!r}"
+            )
+        self._player, self._boxes = turn.player, turn.boxes
+        self._turn += 1
+        solved = self._boxes == initial.targets
+        outcome = Outcome.WIN if solved else (Outcome.TIMEOUT if self._turn >= self.settings.max_turns else None)
+        self._done = outcome is not None
+        info = {
+            "boxes_on_target": (self._boxes & initial.targets).bit_count(),
+            "moves_applied": turn.moves_applied,
+            "solved": solved,
+        }
+        return StepResult(reward=turn.reward, done=self._done, invalid=action is None, outcome=outcome, info=info)
+
+    def _play(self, initial: SokobanLevel, directions: tuple[int, ...]) -> _Turn:
+        """Apply the moves one by one, summing gym-sokoban's per-move rewards;
+        stop as soon as every box is on a target."""
+        s = self.settings
+        neighbours = initial.neighbours()
+        targets = initial.targets
+        player, boxes = self._player, self._boxes
+        on_target = (boxes & targets).bit_count()
+        reward, applied = 0.0, 0
+        for direction in directions:
+            player, boxes = move_state(neighbours, player, boxes, direction)
+            applied += 1
+            reward += s.step_penalty
+            now_on_target = (boxes & targets).bit_count()
+            if now_on_target > on_target:
+                reward += s.box_on_target
+            elif now_on_target < on_target:
+                reward += s.box_off_target
+            on_target = now_on_target
+            if boxes == targets:
+                reward += s.all_boxes_on_target
+                break
+        return _Turn(reward, player, boxes, applied)
+
+    def _require_level(self) -> SokobanLevel:
+        if self._initial is None:
+            raise RuntimeError("SokobanEnv: call reset() before using the environment")
+        return self._initial
