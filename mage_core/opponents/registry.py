@@ -75,7 +75,9 @@ def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {})
         if name == "minimax":
             return None
         if m := _MCTS.match(name):
-            return None if int(m.group(1)) >= 1 else "mcts needs at least 1 simulation"
+            # The first simulation only expands the root, so one simulation chooses
+            # nothing (OpenSpiel's MCTSBot fails there too).
+            return None if int(m.group(1)) >= 2 else "mcts needs at least 2 simulations"
         if m := _PATTERN.match(name):
             if m.group(1) in PATTERN_ORDERS:
                 return None
