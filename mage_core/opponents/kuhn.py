@@ -166,6 +166,12 @@ def archetype(name: str) -> BehaviourStrategy:
     return ARCHETYPES[name]
 
 
+def uniform_random(name: str = "random") -> BehaviourStrategy:
+    """P(BET) = 1/2 everywhere: the uniform-random player as a behaviour
+    strategy, so the exact analysis can measure it too."""
+    return BehaviourStrategy(name, {key: Fraction(1, 2) for key in ALL_INFOSETS})
+
+
 def equilibrium(alpha: Probability = Fraction(0)) -> BehaviourStrategy:
     """The Nash equilibrium family of METHOD.md section 11, for both seats.
 

@@ -105,16 +105,16 @@ def make_opponent(game: str, name: str, settings: OpponentSettings = OpponentSet
     problem = check_opponent_name(game, name, settings.kuhn_strategies)
     if problem is not None:
         raise ValueError(problem)
-    if name == "random":
-        from mage_core.opponents.random_player import UniformRandom
-
-        return UniformRandom()
     if game == "tic_tac_toe":
         return _make_tic_tac_toe(name, settings)
     return _make_kuhn(name, settings)
 
 
 def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
+    if name == "random":
+        from mage_core.opponents.random_player import UniformRandom
+
+        return UniformRandom()
     if name == "minimax":
         from mage_core.opponents.minimax import MinimaxPlayer
 
@@ -138,6 +138,10 @@ def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
 def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:
     from mage_core.opponents import kuhn
 
+    # Every Kuhn opponent is a behaviour strategy, so the exact analysis
+    # (mage_core.envs.kuhn_poker.analysis) applies to all of them.
+    if name == "random":
+        return kuhn.uniform_random()
     if name in KUHN_ARCHETYPES:
         return kuhn.ARCHETYPES[name]
     if name in settings.kuhn_strategies:

@@ -1,0 +1,371 @@
+"""Exact Kuhn Poker analysis with fractions (METHOD.md sections 8 and 11).
+
+Everything is exact rational arithmetic over the 6 equally likely deals, so the
+reference facts of section 11 can be asserted with ``==``:
+
+- ``expected_value``: chips per hand of one strategy against another;
+- ``best_response``: the best single fixed (pure) strategy against a weighted
+  mix of opponents - the mix is a chance node that picks the opponent type, which
+  the agent never sees. A mix of one gives the per-opponent best response;
+- ``bayes_optimal_meta_value``: the ceiling of a MAGE meta-episode (only the
+  final hand counts) for an agent that learns the opponent's type from what it
+  may see: its own cards, the betting, the opponent's card at showdown only;
+- ``exploitability``, ``format_fraction`` and plain-data reports for the CLI.
+
+Strategies are read through their P(BET) tables: a ``BehaviourStrategy`` or any
+mapping from infoset string to probability (e.g. the pure strategy returned by
+``best_response``) works as the agent.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable, Literal, Mapping, Sequence, Union
+
+from mage_core.envs.kuhn_poker.rules import (
+    BET,
+    DEALS,
+    INFOSETS_BY_SEAT,
+    MOVE_NAMES,
+    MOVES,
+    PASS,
+    chips_for_player0,
+    infoset_key,
+    is_showdown,
+    is_terminal_history,
+)
+from mage_core.opponents.kuhn import BehaviourStrategy, to_fraction
+
+Strategy = Union[BehaviourStrategy, Mapping[str, object]]
+OpponentMix = Sequence[tuple[object, BehaviourStrategy]]
+Restart = Literal["fresh", "same"]
+
+_ONE_SIXTH = Fraction(1, 6)
+
+
+def _check_seat(agent_seat: int) -> int:
+    if agent_seat not in (0, 1):
+        raise ValueError(f"agent_seat must be 0 or 1, got {agent_seat!r}")
+    return agent_seat
+
+
+def _table(strategy: Strategy, seat: int, who: str) -> dict[str, Fraction]:
+    """P(BET) at ``seat``'s infosets, exact; missing infosets are an error."""
+    p_bet = strategy.p_bet if isinstance(strategy, BehaviourStrategy) else strategy
+    if not isinstance(p_bet, Mapping):
+        raise ValueError(f"{who} must be a BehaviourStrategy or a mapping infoset -> P(BET)")
+    missing = [key for key in INFOSETS_BY_SEAT[seat] if key not in p_bet]
+    if missing:
+        raise ValueError(f"{who} has no P(BET) for seat {seat} infosets {', '.join(missing)}")
+    table = {key: to_fraction(p_bet[key]) for key in INFOSETS_BY_SEAT[seat]}
+    outside = [key for key, p in table.items() if not 0 <= p <= 1]
+    if outside:
+        raise ValueError(f"{who} has P(BET) outside [0, 1] at {', '.join(outside)}")
+    return table
+
+
+def _normalised_mix(opponent_mix: OpponentMix) -> list[tuple[Fraction, BehaviourStrategy]]:
+    """Weights as exact fractions summing to 1 (any positive total is accepted)."""
+    if len(opponent_mix) == 0:
+        raise ValueError("opponent_mix is empty: give at least one (weight, strategy) pair")
+    pairs = []
+    for index, (weight, strategy) in enumerate(opponent_mix):
+        exact = to_fraction(weight)
+        if exact < 0:
+            raise ValueError(f"opponent_mix[{index}] has a negative weight {weight!r}")
+        if not isinstance(strategy, BehaviourStrategy):
+            raise ValueError(f"opponent_mix[{index}] must pair a weight with a BehaviourStrategy")
+        pairs.append((exact, strategy))
+    total = sum(weight for weight, _ in pairs)
+    if total == 0:
+        raise ValueError("opponent_mix weights sum to 0")
+    return [(weight / total, strategy) for weight, strategy in pairs]
+
+
+def _cards(agent_card: int, opponent_card: int, agent_seat: int) -> tuple[int, int]:
+    return (agent_card, opponent_card) if agent_seat == 0 else (opponent_card, agent_card)
+
+
+def _agent_chips(agent_card: int, opponent_card: int, agent_seat: int, history: tuple[int, ...]) -> int:
+    chips = chips_for_player0(_cards(agent_card, opponent_card, agent_seat), history)
+    return chips if agent_seat == 0 else -chips
+
+
+def _move_probability(p_bet: Fraction, move: int) -> Fraction:
+    return p_bet if move == BET else 1 - p_bet
+
+
+# --------------------------------------------------------------------------- #
+# Expected value and best response
+
+
+def expected_value(agent: Strategy, opponent: Strategy, agent_seat: int) -> Fraction:
+    """The agent's expected chips per hand, averaged over the 6 deals."""
+    seat = _check_seat(agent_seat)
+    tables = {seat: _table(agent, seat, "agent"), 1 - seat: _table(opponent, 1 - seat, "opponent")}
+
+    def value(cards: tuple[int, int], history: tuple[int, ...]) -> Fraction:
+        if is_terminal_history(history):
+            chips = chips_for_player0(cards, history)
+            return Fraction(chips if seat == 0 else -chips)
+        actor = len(history) % 2
+        p_bet = tables[actor][infoset_key(cards[actor], history)]
+        total = Fraction(0)
+        for move in MOVES:
+            probability = _move_probability(p_bet, move)
+            if probability:
+                total += probability * value(cards, history + (move,))
+        return total
+
+    return sum((value(cards, ()) for cards in DEALS), Fraction(0)) * _ONE_SIXTH
+
+
+#: A "world" the agent cannot tell apart: (probability weight, opponent P(BET)
+#: table, opponent card). The weight includes the opponent's reach so far.
+_World = tuple[Fraction, dict[str, Fraction], int]
+
+
+def _opponent_branch(worlds: list[_World], history: tuple[int, ...], move: int) -> list[_World]:
+    return [
+        (weight * _move_probability(table[infoset_key(card, history)], move), table, card)
+        for weight, table, card in worlds
+    ]
+
+
+def best_response(opponent_mix: OpponentMix, agent_seat: int) -> tuple[Fraction, dict[str, int]]:
+    """The best single fixed strategy against a mix of opponents, and its value.
+
+    The agent does not see which opponent it faces (the mix is a chance node),
+    so one backward induction over the agent's own infosets weighs every
+    (opponent type, opponent card) world by prior x reach. Returns the expected
+    chips per hand and the pure strategy {infoset: PASS or BET} over all 6
+    infosets of the agent's seat (unreached ones included; ties go to PASS).
+    """
+    value, choices, _ = _best_response_details(opponent_mix, agent_seat)
+    return value, choices
+
+
+def _best_response_details(
+    opponent_mix: OpponentMix, agent_seat: int
+) -> tuple[Fraction, dict[str, int], set[str]]:
+    """``best_response`` plus the infosets where both actions are worth the
+    same (unreached ones included): there the PASS choice is arbitrary."""
+    seat = _check_seat(agent_seat)
+    mix = [(weight, _table(strategy, 1 - seat, strategy.name)) for weight, strategy in _normalised_mix(opponent_mix)]
+    choices: dict[str, int] = {}
+    indifferent: set[str] = set()
+
+    def node(card: int, history: tuple[int, ...], worlds: list[_World]) -> Fraction:
+        if is_terminal_history(history):
+            return sum((w * _agent_chips(card, o, seat, history) for w, _, o in worlds), Fraction(0))
+        if len(history) % 2 == seat:
+            values = [node(card, history + (move,), worlds) for move in MOVES]
+            best = BET if values[BET] > values[PASS] else PASS
+            choices[infoset_key(card, history)] = best
+            if values[BET] == values[PASS]:
+                indifferent.add(infoset_key(card, history))
+            return values[best]
+        return sum((node(card, history + (m,), _opponent_branch(worlds, history, m)) for m in MOVES), Fraction(0))
+
+    total = Fraction(0)
+    for card in range(3):
+        worlds = [(w * _ONE_SIXTH, table, o) for w, table in mix for o in range(3) if o != card]
+        total += node(card, (), worlds)
+    return total, {key: choices[key] for key in INFOSETS_BY_SEAT[seat]}, indifferent
+
+
+def exploitability(strategy: Strategy) -> Fraction:
+    """How much a best responder wins from ``strategy`` playing both seats:
+    (BR value as seat 0 + BR value as seat 1) / 2, i.e. NashConv / 2 (the game
+    value cancels between the seats); exactly 0 at an equilibrium."""
+    as_behaviour = strategy if isinstance(strategy, BehaviourStrategy) else BehaviourStrategy("strategy", strategy)
+    seat0_gain, _ = best_response([(1, as_behaviour)], 0)
+    seat1_gain, _ = best_response([(1, as_behaviour)], 1)
+    return (seat0_gain + seat1_gain) / 2
+
+
+def mean_over_seats(value_of_seat: Callable[[int], Fraction]) -> Fraction:
+    """The seat average (METHOD.md section 11 tables: seats mixed 50/50)."""
+    return (value_of_seat(0) + value_of_seat(1)) / 2
+
+
+def type_known_value(opponent_mix: OpponentMix, agent_seat: int) -> Fraction:
+    """Prior-weighted best-response value when the agent knows the type."""
+    return sum(
+        (weight * best_response([(1, strategy)], agent_seat)[0] for weight, strategy in _normalised_mix(opponent_mix)),
+        Fraction(0),
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Bayes-optimal meta-episode value (MAGE's objective: the final hand only)
+
+
+class _MetaSolver:
+    """Expectimax over the agent's information states across hands.
+
+    Beliefs are kept UNNORMALISED (weights = prior x likelihood of what was
+    seen); values are linear in them, so a belief is normalised only to key the
+    memo. Worlds are (weight, opponent type index, opponent card).
+    """
+
+    def __init__(self, tables: list[dict[str, Fraction]], agent_seat: int, restart: Restart) -> None:
+        self._tables = tables
+        self._seat = agent_seat
+        self._restart = restart
+        self._memo: dict[tuple, Fraction] = {}
+
+    def fresh(self, type_weights: tuple[Fraction, ...], hands_left: int) -> Fraction:
+        """Value of the remaining hands, each with a new deal, given type weights."""
+        total = sum(type_weights, Fraction(0))
+        if total == 0:
+            return Fraction(0)
+        belief = tuple(weight / total for weight in type_weights)
+        key = ("fresh", hands_left, belief)
+        if key not in self._memo:
+            value = Fraction(0)
+            for card in range(3):
+                worlds = [(b * _ONE_SIXTH, t, o) for t, b in enumerate(belief) if b for o in range(3) if o != card]
+                value += self._hand(card, (), worlds, hands_left)
+            self._memo[key] = value
+        return total * self._memo[key]
+
+    def same(self, card: int, worlds: list[tuple[Fraction, int, int]], hands_left: int) -> Fraction:
+        """Value of the remaining hands, all replaying the deal with ``card``."""
+        total = sum((w for w, _, _ in worlds), Fraction(0))
+        if total == 0:
+            return Fraction(0)
+        belief = tuple(sorted((t, o, w / total) for w, t, o in worlds))
+        key = ("same", hands_left, card, belief)
+        if key not in self._memo:
+            self._memo[key] = self._hand(card, (), [(w, t, o) for t, o, w in belief], hands_left)
+        return total * self._memo[key]
+
+    def _hand(self, card: int, history: tuple[int, ...], worlds: list, hands_left: int) -> Fraction:
+        worlds = [world for world in worlds if world[0] != 0]
+        if not worlds:
+            return Fraction(0)
+        if is_terminal_history(history):
+            if hands_left == 1:  # the final hand: its chips are the objective
+                return sum((w * _agent_chips(card, o, self._seat, history) for w, _, o in worlds), Fraction(0))
+            return self._next_hand(card, history, worlds, hands_left - 1)
+        if len(history) % 2 == self._seat:
+            return max(self._hand(card, history + (move,), worlds, hands_left) for move in MOVES)
+        total = Fraction(0)
+        for move in MOVES:
+            branch = [
+                (w * _move_probability(self._tables[t][infoset_key(o, history)], move), t, o) for w, t, o in worlds
+            ]
+            total += self._hand(card, history + (move,), branch, hands_left)
+        return total
+
+    def _next_hand(self, card: int, history: tuple[int, ...], worlds: list, hands_left: int) -> Fraction:
+        """Split the worlds by what the agent observed, then recurse per signal:
+        a showdown reveals the opponent's card, a fold reveals nothing more."""
+        if is_showdown(history):
+            groups = [[world for world in worlds if world[2] == o] for o in range(3) if o != card]
+        else:
+            groups = [worlds]
+        total = Fraction(0)
+        for group in groups:
+            if self._restart == "same":
+                total += self.same(card, group, hands_left)
+            else:
+                type_weights = [Fraction(0)] * len(self._tables)
+                for w, t, _ in group:
+                    type_weights[t] += w
+                total += self.fresh(tuple(type_weights), hands_left)
+        return total
+
+
+_RESTARTS: dict[str, str] = {
+    "fresh": "a new deal each hand, same opponent",
+    "same": "the first hand's deal replayed every hand (reference code)",
+}
+
+
+def bayes_optimal_meta_value(
+    opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int
+) -> Fraction:
+    """The best expected chips of the FINAL hand of a ``num_hands``-hand
+    meta-episode against one opponent drawn once from the mix (METHOD.md 1, 11).
+
+    Earlier hands earn nothing but information: the agent sees its own cards,
+    the betting, and the opponent's card at showdown (never on a fold), and its
+    belief over the opponent's type (and, with ``restart="same"``, over the
+    opponent's fixed card) is the exact posterior. Stochastic opponents are
+    handled: their actions are re-drawn every hand. ``num_hands=1`` gives the
+    best fixed strategy's value.
+    """
+    seat = _check_seat(agent_seat)
+    if restart not in _RESTARTS:
+        valid = "; ".join(f"{name!r} ({meaning})" for name, meaning in _RESTARTS.items())
+        raise ValueError(f"restart must be one of {valid}, got {restart!r}")
+    if isinstance(num_hands, bool) or not isinstance(num_hands, int) or num_hands < 1:
+        raise ValueError(f"num_hands must be a positive integer, got {num_hands!r}")
+    mix = _normalised_mix(opponent_mix)
+    tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
+    solver = _MetaSolver(tables, seat, restart)
+    if restart == "fresh":
+        return solver.fresh(tuple(weight for weight, _ in mix), num_hands)
+    total = Fraction(0)
+    for card in range(3):
+        worlds = [(weight * _ONE_SIXTH, t, o) for t, (weight, _) in enumerate(mix) for o in range(3) if o != card]
+        total += solver.same(card, worlds, num_hands)
+    return total
+
+
+# --------------------------------------------------------------------------- #
+# Formatting and plain-data reports (wired into `mage kuhn analyze`)
+
+
+def format_fraction(value: Fraction) -> str:
+    """``Fraction(1, 6)`` -> ``"1/6 (0.1667)"``; integers print without ``/1``."""
+    exact = to_fraction(value)
+    text = str(exact.numerator) if exact.denominator == 1 else f"{exact.numerator}/{exact.denominator}"
+    return f"{text} ({float(exact):.4f})"
+
+
+def describe_pure_strategy(choices: Mapping[str, int]) -> dict[str, str]:
+    """{infoset: 0/1} -> {infoset: "PASS"/"BET"}."""
+    return {key: MOVE_NAMES[move] for key, move in choices.items()}
+
+
+def opponent_report(opponent: BehaviourStrategy) -> list[dict[str, object]]:
+    """One row per agent seat: the best-response value (exact text and float),
+    the best-response strategy by action name, and the infosets where the
+    choice does not matter (equal values or never reached)."""
+    rows: list[dict[str, object]] = []
+    for seat in (0, 1):
+        value, choices, indifferent = _best_response_details([(1, opponent)], seat)
+        rows.append({
+            "opponent": opponent.name,
+            "agent_seat": seat,
+            "best_response_value": format_fraction(value),
+            "best_response_chips": float(value),
+            "best_response": describe_pure_strategy(choices),
+            "indifferent_infosets": [key for key in INFOSETS_BY_SEAT[seat] if key in indifferent],
+        })
+    return rows
+
+
+def population_report(opponent_mix: OpponentMix, num_hands: int = 3) -> list[dict[str, object]]:
+    """The ceilings of METHOD.md section 11 for a population, per seat and on
+    average: best fixed strategy, type known, Bayes-optimal final hand with fresh
+    and with replayed deals (``num_hands`` hands per meta-episode)."""
+    measures: dict[str, Callable[[int], Fraction]] = {
+        "best_fixed": lambda seat: best_response(opponent_mix, seat)[0],
+        "type_known": lambda seat: type_known_value(opponent_mix, seat),
+        "bayes_fresh": lambda seat: bayes_optimal_meta_value(opponent_mix, num_hands, "fresh", seat),
+        "bayes_same": lambda seat: bayes_optimal_meta_value(opponent_mix, num_hands, "same", seat),
+    }
+    per_seat = {seat: {name: fn(seat) for name, fn in measures.items()} for seat in (0, 1)}
+    rows: list[dict[str, object]] = []
+    for label in (0, 1, "mean"):
+        row: dict[str, object] = {"agent_seat": label, "num_hands": num_hands}
+        for name in measures:
+            value = (per_seat[0][name] + per_seat[1][name]) / 2 if label == "mean" else per_seat[label][name]
+            row[name] = format_fraction(value)
+            row[f"{name}_chips"] = float(value)
+        rows.append(row)
+    return rows

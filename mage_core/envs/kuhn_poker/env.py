@@ -1,0 +1,256 @@
+"""Kuhn Poker from the agent's seat: text observations, action parsing, rewards.
+
+One episode is one hand (METHOD.md sections 1-3, 10). The agent sits in seat 0
+(acts first) or seat 1; the opponent acts as soon as it is its turn. The task
+reward is ``reward_per_chip`` x the agent's net chips, given on the turn the
+hand ends (reference code: 5 x chips). ``restart()`` replays the same deal for
+the next episode of a meta-episode; ``reset()`` deals a new hand.
+
+Hidden information (section 2): the observation shows the opponent's card only
+after a showdown, never after a fold, and ``info`` follows the same rule.
+
+Action grammar (inside ``<action>...</action>``, case-insensitive, optional
+quotes/brackets/asterisks/final period around one word):
+
+- ``PASS`` and ``BET`` always;
+- ``CHECK`` means PASS, but only when no bet is pending;
+- ``FOLD`` means PASS and ``CALL`` means BET, but only when facing a bet;
+- anything else (``RAISE``: Kuhn has no raises; ``PASS or BET``; a misused
+  synonym) is invalid, so every accepted word has exactly one meaning.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, MOVE_NAMES, PASS, KuhnState, deal
+
+
+@dataclass(frozen=True)
+class KuhnPokerSettings:
+    """Paper settings (METHOD.md section 10): 6 agent turns, 5 reward per chip."""
+
+    max_turns: int = 6
+    reward_per_chip: float = 5.0
+
+    def __post_init__(self) -> None:
+        errors = []
+        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 2:
+            # The agent may need 2 turns (check, then answer a bet).
+            errors.append(f"max_turns must be an integer >= 2, got {self.max_turns!r}")
+        if not isinstance(self.reward_per_chip, (int, float)) or isinstance(self.reward_per_chip, bool) \
+                or not math.isfinite(self.reward_per_chip) or self.reward_per_chip <= 0:
+            errors.append(f"reward_per_chip must be a finite number > 0, got {self.reward_per_chip!r}")
+        if errors:
+            raise ValueError("KuhnPokerSettings: " + "; ".join(errors))
+
+
+_CANONICAL: dict[str, int] = {"PASS": PASS, "BET": BET}
+_WORD = re.compile(r"^[\s\"'`*\[(<]*([A-Za-z]+)[\s\"'`*\])>.!]*$")
+
+#: word -> (move, when it is allowed: "always", "no_bet" or "facing_bet").
+_WORDS: dict[str, tuple[int, str]] = {
+    "PASS": (PASS, "always"),
+    "BET": (BET, "always"),
+    "CHECK": (PASS, "no_bet"),
+    "FOLD": (PASS, "facing_bet"),
+    "CALL": (BET, "facing_bet"),
+}
+
+
+class KuhnPokerEnv:
+    """One hand of Kuhn Poker against a stationary opponent (Env protocol)."""
+
+    name = "kuhn_poker"
+
+    def __init__(
+        self,
+        settings: KuhnPokerSettings,
+        opponent: Opponent,
+        agent_seat: int,
+        rng: np.random.Generator,
+    ) -> None:
+        if not isinstance(settings, KuhnPokerSettings):
+            raise TypeError(f"settings must be KuhnPokerSettings, got {type(settings).__name__}")
+        if agent_seat not in (0, 1):
+            raise ValueError(f"agent_seat must be 0 (acts first) or 1 (acts second), got {agent_seat!r}")
+        self.settings = settings
+        self.opponent = opponent
+        self.agent_seat = agent_seat
+        self._rng = check_generator(rng, "KuhnPokerEnv")
+        self._cards: tuple[int, int] | None = None
+        self._state: KuhnState | None = None
+        self._turn = 0
+        self._done = False
+        self._outcome: Outcome | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    def reset(self) -> None:
+        """Deal a new hand from the env's generator and start it."""
+        self._cards = deal(self._rng)
+        self._start()
+
+    def restart(self) -> None:
+        """Replay the same deal (both cards). A stochastic opponent re-draws its
+        moves; a deterministic one repeats them."""
+        if self._cards is None:
+            raise RuntimeError("restart() before the first reset(): no deal to replay")
+        self._start()
+
+    def _start(self) -> None:
+        assert self._cards is not None
+        self._state = KuhnState(self._cards)
+        self._turn = 0
+        self._done = False
+        self._outcome = None
+        if self.agent_seat == 1:
+            self._opponent_moves()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    @property
+    def state(self) -> KuhnState:
+        """The full game state (both cards): for rollouts' bookkeeping and
+        tests, never for anything the agent is shown."""
+        return self._live_state()
+
+    def _live_state(self) -> KuhnState:
+        if self._state is None:
+            raise RuntimeError("call reset() before using the environment")
+        return self._state
+
+    # ------------------------------------------------------------------ actions
+
+    def legal_actions(self) -> list[str]:
+        return [] if self._done else [MOVE_NAMES[PASS], MOVE_NAMES[BET]]
+
+    def _facing_bet(self) -> bool:
+        return BET in self._live_state().history
+
+    def parse_action(self, response: str) -> str | None:
+        """The canonical action ("PASS"/"BET") in a response, or None; see the
+        module docstring for the grammar. Never raises."""
+        if self._done or self._state is None or not isinstance(response, str):
+            return None
+        text = extract_action_text(response)
+        if text is None:
+            return None
+        match = _WORD.match(text)
+        if match is None:
+            return None
+        word = _WORDS.get(match.group(1).upper())
+        if word is None:
+            return None
+        move, when = word
+        if when == "always" or (when == "facing_bet") == self._facing_bet():
+            return MOVE_NAMES[move]
+        return None
+
+    def step(self, action: str | None) -> StepResult:
+        """Play the agent's action (canonical "PASS"/"BET"; anything else is an
+        invalid turn), then the opponent's reply if the hand goes on."""
+        state = self._live_state()
+        if self._done:
+            raise RuntimeError("the hand is over: call restart() or reset()")
+        self._turn += 1
+        move = _CANONICAL.get(action) if isinstance(action, str) else None
+        if move is not None:
+            self._state = state.apply(move)
+            if not self._state.is_terminal():
+                self._opponent_moves()
+            if self._state.is_terminal():
+                return self._finish()
+        if self._turn >= self.settings.max_turns:
+            self._done = True
+            self._outcome = Outcome.TIMEOUT
+            return StepResult(0.0, True, move is None, Outcome.TIMEOUT, self._info())
+        return StepResult(0.0, False, move is None, None, self._info())
+
+    def _opponent_moves(self) -> None:
+        state = self._live_state()
+        move = self.opponent.act(state, self._rng)
+        if move not in state.legal_moves():
+            raise ValueError(f"opponent {self.opponent.name!r} chose illegal move {move!r}")
+        self._state = state.apply(move)
+
+    def _finish(self) -> StepResult:
+        self._done = True
+        chips = self._agent_chips()
+        self._outcome = Outcome.WIN if chips > 0 else Outcome.LOSS  # Kuhn has no ties
+        return StepResult(self.settings.reward_per_chip * chips, True, False, self._outcome, self._info())
+
+    def _agent_chips(self) -> int:
+        state = self._live_state()
+        return state.returns()[self.agent_seat] if state.is_terminal() else 0
+
+    def _info(self) -> dict[str, object]:
+        """Only what the agent may know (its card, the betting; the opponent's
+        card after a showdown)."""
+        state = self._live_state()
+        info: dict[str, object] = {
+            "agent_seat": self.agent_seat,
+            "agent_card": CARD_LETTERS[state.cards[self.agent_seat]],
+            "history": state.history_string(),
+        }
+        if self._done:
+            info["agent_chips"] = self._agent_chips()
+            info["showdown"] = state.is_showdown()
+            info["opponent_card"] = CARD_LETTERS[state.cards[1 - self.agent_seat]] if state.is_showdown() else None
+        return info
+
+    # ------------------------------------------------------------------ text
+
+    def observation(self) -> str:
+        """Seat, card, betting by name and actor, pot, then legal actions while
+        the hand is live or the result when it is over."""
+        state = self._live_state()
+        me = self.agent_seat
+        order = "first" if me == 0 else "second"
+        put_in = state.contributions()
+        lines = [
+            f"Kuhn Poker. You are Player {me}: you act {order}.",
+            f"Your card: {CARD_LETTERS[state.cards[me]]}",
+            f"Betting: {self._betting_text()}",
+            f"Pot: {sum(put_in)} chips (you put in {put_in[me]}, the opponent {put_in[1 - me]})",
+        ]
+        if self._done:
+            lines.append(self._result_text())
+        elif self._facing_bet():
+            lines.append("Legal actions: PASS (fold), BET (call 1 chip)")
+        else:
+            lines.append("Legal actions: PASS (check), BET (bet 1 chip)")
+        return "\n".join(lines)
+
+    def _betting_text(self) -> str:
+        history = self._live_state().history
+        if not history:
+            return "none yet"
+        who = {self.agent_seat: "you", 1 - self.agent_seat: "opponent"}
+        return ", ".join(f"Player {i % 2} ({who[i % 2]}) {MOVE_NAMES[m]}" for i, m in enumerate(history))
+
+    def _result_text(self) -> str:
+        state = self._live_state()
+        if self._outcome is Outcome.TIMEOUT:
+            return "Hand over: the turn limit was reached before the betting ended. No chips change hands."
+        chips = self._agent_chips()
+        amount = f"{abs(chips)} chip{'s' if abs(chips) != 1 else ''}"
+        result = f"you won {amount}" if chips > 0 else f"you lost {amount}"
+        if not state.is_showdown():
+            # The hand ended without a showdown: the last mover folded.
+            folder = "you" if (len(state.history) - 1) % 2 == self.agent_seat else "the opponent"
+            return f"Hand over: {folder} folded, {result}."
+        mine = CARD_LETTERS[state.cards[self.agent_seat]]
+        theirs = CARD_LETTERS[state.cards[1 - self.agent_seat]]
+        return f"Hand over: showdown, the opponent's card is {theirs} (yours {mine}), {result}."

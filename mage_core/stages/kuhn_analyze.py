@@ -1,0 +1,110 @@
+"""``mage kuhn analyze``: exact best responses and population ceilings.
+
+Per opponent: the best-response value and strategy in each seat. For the
+configured Kuhn population: per seat the best single fixed strategy, the value
+of knowing the opponent, and the Bayes-optimal final-hand value of a
+meta-episode (fresh deal each hand, and the same deal replayed), then the
+seat-weighted total (METHOD.md section 11). All values are exact fractions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from mage_core.config import ConfigError, load_config
+from mage_core.envs.kuhn_poker import analysis
+from mage_core.opponents.kuhn import BehaviourStrategy
+from mage_core.opponents.population import Population
+from mage_core.opponents.registry import OpponentSettings, check_opponent_name, make_opponent
+
+SEAT_NAMES = {0: "first", 1: "second"}
+
+
+def behaviour(name: str, settings: OpponentSettings) -> BehaviourStrategy:
+    opponent = make_opponent("kuhn_poker", name, settings)
+    assert isinstance(opponent, BehaviourStrategy)  # every Kuhn opponent is one (registry)
+    return opponent
+
+
+def population_ceilings(
+    seat_mixes: dict[int, tuple[Fraction, list[tuple[Fraction, BehaviourStrategy]]]], num_hands: int
+) -> list[dict[str, object]]:
+    """Rows per agent seat and the seat-weighted total.
+
+    ``seat_mixes``: seat -> (probability of the seat, opponent mix given the seat).
+    """
+    measures: dict[str, Callable[[list, int], Fraction]] = {
+        "best fixed strategy": lambda mix, seat: analysis.best_response(mix, seat)[0],
+        "opponent known": lambda mix, seat: analysis.type_known_value(mix, seat),
+    }
+    if num_hands > 0:
+        measures[f"Bayes K={num_hands} fresh"] = lambda mix, seat: analysis.bayes_optimal_meta_value(
+            mix, num_hands, "fresh", seat)
+        measures[f"Bayes K={num_hands} same"] = lambda mix, seat: analysis.bayes_optimal_meta_value(
+            mix, num_hands, "same", seat)
+    rows: list[dict[str, object]] = []
+    total = {name: Fraction(0) for name in measures}
+    for seat, (p_seat, mix) in sorted(seat_mixes.items()):
+        row: dict[str, object] = {"seat": SEAT_NAMES[seat], "probability": p_seat}
+        for name, fn in measures.items():
+            value = fn(mix, seat)
+            row[name] = value
+            total[name] += p_seat * value
+        rows.append(row)
+    rows.append({"seat": "all (weighted)", "probability": Fraction(1), **total})
+    return rows
+
+
+def seat_mixes(population: Population, settings: OpponentSettings
+               ) -> dict[int, tuple[Fraction, list[tuple[Fraction, BehaviourStrategy]]]]:
+    """Split the population's (opponent, seat) probabilities by the agent's seat."""
+    probs = {key: Fraction(p).limit_denominator(10**6) for key, p in population.probabilities().items()}
+    out = {}
+    for seat in (0, 1):
+        pairs = [(p, name) for (name, s), p in probs.items() if s == seat and p > 0]
+        p_seat = sum((p for p, _ in pairs), Fraction(0))
+        if p_seat > 0:
+            out[seat] = (p_seat, [(p / p_seat, behaviour(name, settings)) for p, name in pairs])
+    return out
+
+
+def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3) -> int:
+    cfg = load_config(params)
+    settings = cfg.opponents.settings()
+    if meta_hands < 0 or meta_hands > 8:
+        raise ConfigError("command line", [f"--meta-hands: must lie in 0..8, got {meta_hands}"])
+    entries = cfg.population.entries("kuhn_poker")
+    if opponents:
+        problems = [f"--opponent: {p}" for name in opponents
+                    if (p := check_opponent_name("kuhn_poker", name, settings.kuhn_strategies))]
+        if problems:
+            raise ConfigError("command line", problems)
+        names = list(opponents)
+    else:
+        names = list(dict.fromkeys([e.opponent for e in entries] + list(settings.kuhn_strategies)))
+    console = Console()
+    table = Table(title="Best response per opponent (agent's chips per hand, exact)")
+    for col in ("opponent", "agent seat", "best-response value", "best response (P(BET)=1 at)", "indifferent"):
+        table.add_column(col)
+    for name in names:
+        for row in analysis.opponent_report(behaviour(name, settings)):
+            bets = [k for k, v in row["best_response"].items() if v == "BET"]  # type: ignore[union-attr]
+            table.add_row(name, SEAT_NAMES[row["agent_seat"]], str(row["best_response_value"]),
+                          " ".join(bets) or "-", " ".join(row["indifferent_infosets"]) or "-")  # type: ignore[arg-type]
+    console.print(table)
+    if not opponents:
+        spec = cfg.population.kuhn_poker
+        rows = population_ceilings(seat_mixes(Population(entries), settings), meta_hands)
+        title = (f"Population '{spec if isinstance(spec, str) else 'custom'}': final-hand chips per hand "
+                 "(best fixed = no adaptation; Bayes = best adaptive agent, only the last hand counts)")
+        pop_table = Table(title=title)
+        for col in rows[0]:
+            pop_table.add_column(col)
+        for row in rows:
+            pop_table.add_row(*[v if isinstance(v, str) else analysis.format_fraction(v) for v in row.values()])
+        console.print(pop_table)
+    return 0

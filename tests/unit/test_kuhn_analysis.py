@@ -1,0 +1,275 @@
+"""Exact Kuhn Poker analysis and CFR (METHOD.md sections 7, 8 and 11).
+
+The reference values of section 11 are asserted as exact fractions; the solvers
+are cross-checked by brute force over all 64 pure strategies of a seat.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mage_core.envs.kuhn_poker.analysis import (
+    bayes_optimal_meta_value,
+    best_response,
+    expected_value,
+    exploitability,
+    format_fraction,
+    mean_over_seats,
+    opponent_report,
+    population_report,
+    type_known_value,
+)
+from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
+from mage_core.envs.kuhn_poker.rules import DEALS, INFOSETS_BY_SEAT, KuhnState
+from mage_core.opponents import cfr
+from mage_core.opponents.kuhn import ARCHETYPES, BehaviourStrategy, equilibrium, uniform_random
+
+pytestmark = pytest.mark.unit
+
+F = Fraction
+CONS, AGGR, INTER = ARCHETYPES["conservative"], ARCHETYPES["aggressive"], ARCHETYPES["intermediate"]
+UNIFORM = [(1, CONS), (1, AGGR), (1, INTER)]
+PAPER = [(F(3, 10), CONS), (F(3, 10), AGGR), (F(4, 10), INTER)]
+#: Every pure strategy of each seat: {infoset: 0 (PASS) or 1 (BET)}.
+PURE = {
+    seat: [dict(zip(INFOSETS_BY_SEAT[seat], moves)) for moves in itertools.product((0, 1), repeat=6)]
+    for seat in (0, 1)
+}
+
+
+# -- brute force by walking the game tree --------------------------------------
+
+
+def outcomes(cards, seat, agent: dict, opponent: BehaviourStrategy) -> dict[tuple, Fraction]:
+    """Terminal history -> probability for one deal, by walking KuhnState."""
+    dist: dict[tuple, Fraction] = defaultdict(Fraction)
+
+    def walk(state: KuhnState, p: Fraction) -> None:
+        if state.is_terminal():
+            dist[state.history] += p
+            return
+        key = state.infoset(state.to_move)
+        if state.to_move == seat:
+            walk(state.apply(agent[key]), p)
+            return
+        q = opponent.p_bet[key]
+        for move, pm in ((1, q), (0, 1 - q)):
+            if pm:
+                walk(state.apply(move), p * pm)
+
+    walk(KuhnState(cards), F(1))
+    return dist
+
+
+def chips(cards, seat, agent, opponent) -> Fraction:
+    return sum((p * KuhnState(cards, h).returns()[seat] for h, p in outcomes(cards, seat, agent, opponent).items()),
+               F(0))
+
+
+def brute_force_two_hands(mix, seat: int, restart: str) -> Fraction:
+    """Best final-hand value of a 2-hand meta-episode: every hand-1 pure
+    strategy, then for every observation the best of all 64 hand-2 strategies."""
+    total_weight = sum(F(w) for w, _ in mix)
+    mix = [(F(w) / total_weight, s) for w, s in mix]
+    ev = {}  # (type, deal or None) -> value of each hand-2 pure strategy
+    for t, (_, strategy) in enumerate(mix):
+        per_deal = {cards: [chips(cards, seat, s2, strategy) for s2 in PURE[seat]] for cards in DEALS}
+        ev[t, None] = [sum(values) / 6 for values in zip(*per_deal.values())]
+        ev.update({(t, cards): values for cards, values in per_deal.items()})
+    best = None
+    for s1 in PURE[seat]:
+        groups = defaultdict(list)
+        for t, (w, strategy) in enumerate(mix):
+            for cards in DEALS:
+                for h, p in outcomes(cards, seat, s1, strategy).items():
+                    shown = cards[1 - seat] if KuhnState(cards, h).is_showdown() else None
+                    groups[cards[seat], h, shown].append((w * p / 6, (t, None if restart == "fresh" else cards)))
+        value = sum(max(sum(w * ev[world][i] for w, world in worlds) for i in range(64)) for worlds in groups.values())
+        best = value if best is None else max(best, value)
+    return best
+
+
+# -- game value and best responses ----------------------------------------------
+
+
+@pytest.mark.parametrize("alpha", [F(0), F(1, 12), F(1, 6), F(1, 3)])
+def test_equilibrium_family_has_value_minus_1_18_and_zero_exploitability(alpha):
+    strategy = equilibrium(alpha)
+    assert expected_value(strategy, strategy, 0) == F(-1, 18)
+    assert expected_value(strategy, strategy, 1) == F(1, 18)
+    assert exploitability(strategy) == 0
+    assert best_response([(1, equilibrium(F(1, 6)))], 1)[0] == F(1, 18)  # P1 cannot beat any equilibrium P0
+
+
+BR_VALUES = [(CONS, 0, F(1, 6)), (CONS, 1, F(1, 3)), (AGGR, 0, F(1, 3)), (AGGR, 1, F(1, 3)),
+             (INTER, 0, F(1, 3)), (INTER, 1, F(1, 6))]
+
+
+@pytest.mark.parametrize(("opponent", "seat", "value"), BR_VALUES, ids=lambda x: getattr(x, "name", str(x)))
+def test_best_response_values_of_method_and_brute_force(opponent, seat, value):
+    found, strategy = best_response([(1, opponent)], seat)
+    assert found == value
+    assert expected_value(strategy, opponent, seat) == value
+    brute = [sum(chips(cards, seat, pure, opponent) for cards in DEALS) / 6 for pure in PURE[seat]]
+    assert max(brute) == value
+    assert [expected_value(pure, opponent, seat) for pure in PURE[seat]] == brute
+
+
+def test_best_response_to_uniform_random_worked_by_hand():
+    # Seat 1 vs a coin-flipping P0. Facing its bet: J folds (-1), Q calls (+2 or
+    # -2: 0), K calls (+2). After its check, betting wins the pot at once w.p.
+    # 1/2: J bets (1/2 - 2/2 = -1/2 > -1), Q bets (1/2 + 0 > 0), K bets (1/2 + 1
+    # = 3/2 > 1). Per card: J -3/4, Q 1/4, K 7/4; mean 5/12.
+    value, strategy = best_response([(1, uniform_random())], 1)
+    assert strategy == {"Jp": 1, "Qp": 1, "Kp": 1, "Jb": 0, "Qb": 1, "Kb": 1}
+    assert value == F(5, 12)
+
+
+def test_best_response_strategies_worked_by_hand():
+    # vs aggressive as P1: call with Q and K, fold J (its bets are bluffs 1/3 of the time).
+    assert best_response([(1, AGGR)], 1)[1] == {"Jp": 0, "Qp": 0, "Kp": 0, "Jb": 0, "Qb": 1, "Kb": 1}
+    # vs conservative as P0: bluff the J (it folds J/Q), never pay off its bets with Q.
+    _, strategy = best_response([(1, CONS)], 0)
+    assert strategy["J"] == 1 and strategy["Qpb"] == 0
+
+
+def test_best_responses_agree_with_hands_played_in_the_env():
+    # The analysis recursion and the env + opponent code reach the same chips.
+    for opponent, seat, value in BR_VALUES:
+        strategy = best_response([(1, opponent)], seat)[1]
+        total = 0
+        for cards in DEALS:
+            env = next(e for e in (_env(opponent, seat, s) for s in range(100)) if e.state.cards == cards)
+            while not env.done:
+                result = env.step(("PASS", "BET")[strategy[env.state.infoset(seat)]])
+            total += result.info["agent_chips"]
+        assert F(total, 6) == value
+
+
+def _env(opponent, seat, seed):
+    env = KuhnPokerEnv(KuhnPokerSettings(), opponent, seat, np.random.default_rng(seed))
+    env.reset()
+    return env
+
+
+@pytest.mark.parametrize(("mix", "best_fixed", "known"), [(UNIFORM, F(1, 9), F(5, 18)), (PAPER, F(1, 8), F(11, 40))])
+def test_population_values(mix, best_fixed, known):
+    assert mean_over_seats(lambda seat: best_response(mix, seat)[0]) == best_fixed
+    assert mean_over_seats(lambda seat: type_known_value(mix, seat)) == known
+    total = sum(F(w) for w, _ in mix)
+    for seat in (0, 1):
+        value, strategy = best_response(mix, seat)
+        brute = max(sum(F(w) * sum(chips(c, seat, pure, s) for c in DEALS) / 6 for w, s in mix) / total
+                    for pure in PURE[seat])
+        assert value == brute
+        assert sum(F(w) * expected_value(strategy, s, seat) for w, s in mix) / total == value
+
+
+# -- Bayes-optimal meta-episode ceilings ------------------------------------------
+
+
+@pytest.mark.parametrize(("mix", "restart", "value"), [
+    (UNIFORM, "fresh", F(157, 648)), (PAPER, "fresh", F(257, 1080)),
+    (UNIFORM, "same", F(7, 18)), (PAPER, "same", F(23, 60)),
+])
+def test_bayes_optimal_k3_ceilings_of_method(mix, restart, value):
+    assert mean_over_seats(lambda seat: bayes_optimal_meta_value(mix, 3, restart, seat)) == value
+
+
+def test_bayes_optimal_fresh_uniform_by_number_of_hands():
+    values = [mean_over_seats(lambda seat: bayes_optimal_meta_value(UNIFORM, k, "fresh", seat)) for k in range(1, 6)]
+    assert values[0] == F(1, 9)
+    assert [round(float(v), 4) for v in values[1:]] == [0.2037, 0.2423, 0.2595, 0.2678]
+    assert values == sorted(values) and values[-1] < F(5, 18)  # more probes help, never past "type known"
+
+
+@pytest.mark.parametrize("restart", ["fresh", "same"])
+@pytest.mark.parametrize("seat", [0, 1])
+@pytest.mark.parametrize("mix", [UNIFORM, PAPER], ids=["uniform", "paper"])
+def test_bayes_optimal_two_hands_matches_brute_force(mix, seat, restart):
+    assert bayes_optimal_meta_value(mix, 2, restart, seat) == brute_force_two_hands(mix, seat, restart)
+
+
+def test_bayes_optimal_with_stochastic_opponents_matches_brute_force():
+    mix = [(F(1, 2), equilibrium(F(1, 3))), (F(1, 2), AGGR)]
+    assert bayes_optimal_meta_value(mix, 2, "fresh", 1) == brute_force_two_hands(mix, 1, "fresh")
+    assert bayes_optimal_meta_value(mix, 2, "same", 0) == brute_force_two_hands(mix, 0, "same")
+    # One hand: nothing to learn, the best fixed strategy's value.
+    assert bayes_optimal_meta_value(mix, 1, "same", 0) == best_response(mix, 0)[0]
+    # A single known type: probing is worthless, every hand is the best response.
+    assert bayes_optimal_meta_value([(1, equilibrium(F(1, 6)))], 3, "fresh", 1) == F(1, 18)
+
+
+def test_bayes_optimal_rejects_bad_inputs():
+    with pytest.raises(ValueError, match="restart must be one of 'fresh'"):
+        bayes_optimal_meta_value(UNIFORM, 3, "replay", 0)
+    with pytest.raises(ValueError, match="num_hands"):
+        bayes_optimal_meta_value(UNIFORM, 0, "fresh", 0)
+    with pytest.raises(ValueError, match="agent_seat"):
+        bayes_optimal_meta_value(UNIFORM, 3, "fresh", 2)
+    with pytest.raises(ValueError, match="sum to 0"):
+        best_response([(0, CONS)], 0)
+
+
+# -- CFR -------------------------------------------------------------------------
+
+
+def test_cfr_average_strategy_is_near_equilibrium():
+    strategy = cfr.cfr_strategy(1000)
+    assert strategy.name == "cfr"
+    assert exploitability(strategy) < F(1, 1000)  # measured 0.00094 at 1000, 0.00011 at 10000
+    assert abs(expected_value(strategy, strategy, 0) - F(-1, 18)) < F(1, 10000)
+    assert strategy.p_bet["Qb"] == pytest.approx(1 / 3, abs=0.01)  # P1's unique equilibrium call rate
+
+
+def test_cfr_argmax_is_the_exploitable_reference_opponent():
+    argmax = cfr.cfr_argmax_strategy(1000)
+    assert argmax.name == "cfr_argmax" and argmax.is_deterministic
+    assert argmax.seat_table(1) == CONS.seat_table(1)  # METHOD.md section 7
+    assert exploitability(argmax) == F(1, 6)
+
+
+def test_cfr_is_cached_per_iteration_count_and_validates():
+    cfr.cfr_average_policy(300)
+    hits = cfr._average_p_bet.cache_info().hits
+    assert cfr.cfr_average_policy(300) == cfr.cfr_average_policy(300)
+    assert cfr._average_p_bet.cache_info().hits == hits + 2
+    with pytest.raises(ValueError, match="positive integer"):
+        cfr.cfr_strategy(0)
+
+
+@pytest.mark.equivalence
+def test_cfr_equals_openspiel_cfr_solver():
+    openspiel_cfr = pytest.importorskip("open_spiel.python.algorithms.cfr")
+    import pyspiel
+
+    solver = openspiel_cfr.CFRSolver(pyspiel.load_game("kuhn_poker"))
+    for _ in range(50):
+        solver.evaluate_and_update_policy()
+    theirs = solver.average_policy()
+    for key, p_bet in cfr.cfr_average_policy(50).items():
+        assert theirs.policy_for_key(str("JQK".index(key[0])) + key[1:])[1] == pytest.approx(p_bet, abs=1e-12)
+
+
+# -- formatting and reports -----------------------------------------------------
+
+
+def test_format_fraction():
+    assert format_fraction(F(1, 6)) == "1/6 (0.1667)"
+    assert format_fraction(F(-1, 18)) == "-1/18 (-0.0556)"
+    assert format_fraction(F(2)) == "2 (2.0000)"
+
+
+def test_reports():
+    rows = opponent_report(INTER)
+    assert [(r["agent_seat"], r["best_response_value"]) for r in rows] == [(0, "1/3 (0.3333)"), (1, "1/6 (0.1667)")]
+    assert rows[1]["best_response"]["Kb"] == "BET" and rows[1]["indifferent_infosets"] == ["Jp", "Qp", "Kp"]
+    mean = population_report(UNIFORM, 3)[2]
+    assert mean["agent_seat"] == "mean"
+    assert (mean["best_fixed"], mean["type_known"], mean["bayes_fresh"], mean["bayes_same"]) == (
+        "1/9 (0.1111)", "5/18 (0.2778)", "157/648 (0.2423)", "7/18 (0.3889)")

@@ -1,0 +1,53 @@
+"""`mage kuhn analyze` numbers for configured populations (METHOD.md section 11)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from mage_core.opponents.population import Population, PopulationEntry, preset
+from mage_core.opponents.registry import OpponentSettings
+from mage_core.stages.kuhn_analyze import population_ceilings, run, seat_mixes
+
+pytestmark = pytest.mark.unit
+
+
+def total_row(entries: list[PopulationEntry]) -> dict[str, object]:
+    rows = population_ceilings(seat_mixes(Population(entries), OpponentSettings()), num_hands=3)
+    assert rows[-1]["seat"] == "all (weighted)"
+    return rows[-1]
+
+
+def test_paper_population_ceilings() -> None:
+    row = total_row(preset("kuhn_poker", "paper"))
+    assert row["best fixed strategy"] == Fraction(1, 8)
+    assert row["opponent known"] == Fraction(11, 40)
+    assert row["Bayes K=3 fresh"] == Fraction(257, 1080)
+    assert row["Bayes K=3 same"] == Fraction(23, 60)
+
+
+def test_uniform_population_ceilings() -> None:
+    row = total_row(preset("kuhn_poker", "uniform"))
+    assert row["best fixed strategy"] == Fraction(1, 9)
+    assert row["opponent known"] == Fraction(5, 18)
+    assert row["Bayes K=3 fresh"] == Fraction(157, 648)
+    assert row["Bayes K=3 same"] == Fraction(7, 18)
+
+
+def test_fixed_seat_population_uses_that_seat_only() -> None:
+    # Against conservative alone, as the second player: the best response earns 1/3
+    # whether or not the agent knows the opponent (METHOD.md section 11).
+    rows = population_ceilings(
+        seat_mixes(Population([PopulationEntry("conservative", 1.0, "second")]), OpponentSettings()), 0)
+    assert [r["seat"] for r in rows] == ["second", "all (weighted)"]
+    assert rows[-1]["best fixed strategy"] == rows[-1]["opponent known"] == Fraction(1, 3)
+
+
+def test_cli_run_prints_the_tables(project_root: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # no wrapped cells
+    assert run(str(project_root / "params.yaml"), meta_hands=2) == 0
+    out = capsys.readouterr().out
+    assert "Bayes K=2 fresh" in out and "1/8" in out and "11/40" in out
