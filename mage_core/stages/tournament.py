@@ -12,7 +12,7 @@ from mage_core.evaluation.tournament import MatchResult, play_match
 from mage_core.io.atomic import write_json_atomic
 from mage_core.opponents.registry import make_opponent
 
-UNITS = {"tic_tac_toe": "+1 win / -1 loss", "kuhn_poker": "chips per hand"}
+GAME_LABELS = {"tic_tac_toe": "TTT", "kuhn_poker": "Kuhn"}
 
 
 def resolve_matches(
@@ -77,17 +77,24 @@ def run(
 
 
 def _table(results: list[MatchResult]) -> Table:
-    table = Table(title="Tournament (player A's view, 95% Wilson intervals; seats alternate)")
-    for col in ("game", "player A", "player B", "games", "A wins", "draws", "A losses", "A mean payoff"):
-        table.add_column(col, justify="right" if col not in ("game", "player A", "player B") else "left")
+    table = Table(
+        title="Tournament: player A's results, seats alternating",
+        caption="\\[low-high] = 95% interval (Wilson for rates). Payoff: Tic-Tac-Toe +1 win / -1 loss; "
+                "Kuhn Poker chips per hand.",
+    )
+    table.add_column("player A vs player B", overflow="fold")
+    table.add_column("games", justify="right")
+    for col in ("A wins", "draws", "A losses", "A payoff"):
+        table.add_column(col, justify="right")
     for r in results:
         s = r.summary()
 
-        def rate(name: str) -> str:
-            return f"{s[name + '_rate']:.3f} [{s[name + '_rate_low']:.3f}, {s[name + '_rate_high']:.3f}]"
+        def interval(name: str, fmt: str = ".3f") -> str:
+            return f"{s[name]:{fmt}} [{s[name + '_low']:{fmt}}-{s[name + '_high']:{fmt}}]"
 
         table.add_row(
-            r.game, r.player_a, r.player_b, str(r.num_games), rate("win"), rate("draw"), rate("loss"),
-            f"{s['mean_payoff']:+.3f} ± {s['mean_payoff_high'] - s['mean_payoff']:.3f} ({UNITS[r.game]})",
+            f"{r.player_a} vs {r.player_b} ({GAME_LABELS[r.game]})", str(r.num_games),
+            interval("win_rate", ".2f"), interval("draw_rate", ".2f"), interval("loss_rate", ".2f"),
+            f"{s['mean_payoff']:+.3f} ± {s['mean_payoff_high'] - s['mean_payoff']:.3f}",
         )
     return table
