@@ -30,9 +30,8 @@ test: setup
 test-slow: setup
 	$(PY) -m pytest -m slow
 
-## bench: the benchmarks that print figures (installs open-spiel for the MCTS comparison)
+## bench: the benchmarks that print figures
 bench: setup
-	$(PIP) -e '.[bench]'
 	$(PY) benchmarks/bench_mcts.py
 	$(PY) benchmarks/bench_sokoban.py
 	$(PY) benchmarks/bench_cli.py
