@@ -11,24 +11,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
+from mage_core.schema import NonNegativeFloat, PositiveInt, Probability, Strict
+from mage_core.trainers.presets import PRESET_POPULATIONS
+from mage_core.trainers.settings import (
+    AlgorithmConfig,
+    EvaluationConfig,
+    ModelConfig,
+    PolicyConfig,
+    RolloutConfig,
+    TrainConfig,
+)
 
 GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
 GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban"]
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
-
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
-Probability = Annotated[float, Field(ge=0, le=1)]
-
-
-class Strict(BaseModel):
-    """Base: unknown keys are errors, no silent coercion of bool/str to numbers."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
 
 
 class PenaltyConfig(Strict):
@@ -234,6 +234,26 @@ class Config(Strict):
     opponents: OpponentsConfig = OpponentsConfig()
     population: PopulationConfig = PopulationConfig()
     tournament: TournamentConfig = TournamentConfig()
+    model: ModelConfig = ModelConfig()
+    policy: PolicyConfig = PolicyConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    train: TrainConfig = TrainConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _population_from_method(cls, data: Any) -> Any:
+        """Population ablations name their populations; explicit keys win."""
+        if not isinstance(data, dict):
+            return data
+        algorithm = data.get("algorithm")
+        name = algorithm.get("preset", "mage") if isinstance(algorithm, dict) else "mage"
+        implied = PRESET_POPULATIONS.get(name) if isinstance(name, str) else None
+        if not implied:
+            return data
+        population = data.get("population") if isinstance(data.get("population"), dict) else {}
+        return {**data, "population": {**implied, **population}}
 
 
 class ConfigError(Exception):

@@ -115,6 +115,12 @@ class Env(Protocol):
         text equality of observations defines GiGPO's anchor states."""
         ...
 
+    def compact_observation(self) -> str:
+        """The same state in few tokens (prompt style ``compact``, for small
+        models trained from scratch); at the end of an episode it includes the
+        result."""
+        ...
+
     def legal_actions(self) -> list[str]:
         """Canonical action texts accepted now (what goes inside <action>)."""
         ...

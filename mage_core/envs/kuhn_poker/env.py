@@ -233,6 +233,25 @@ class KuhnPokerEnv:
             lines.append("Legal actions: PASS (check), BET (bet 1 chip)")
         return "\n".join(lines)
 
+    def compact_observation(self) -> str:
+        """The same facts in few tokens, for small models (prompt style
+        ``compact``): card, then the betting as ``me``/``op`` + action name, then
+        at the end ``show <card>`` or ``fold``/``timeout`` and the signed chips.
+        Example: ``Q op BET me BET show K -2``."""
+        state = self._live_state()
+        parts = [CARD_LETTERS[state.cards[self.agent_seat]]]
+        for i, move in enumerate(state.history):
+            parts += ["me" if i % 2 == self.agent_seat else "op", MOVE_NAMES[move]]
+        if self._done:
+            if self._outcome is Outcome.TIMEOUT:
+                parts.append("timeout")
+            elif state.is_showdown():
+                parts += ["show", CARD_LETTERS[state.cards[1 - self.agent_seat]]]
+            else:
+                parts.append("fold")
+            parts.append(f"{self._agent_chips():+d}")
+        return " ".join(parts)
+
     def _betting_text(self) -> str:
         history = self._live_state().history
         if not history:

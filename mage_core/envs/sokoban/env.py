@@ -164,6 +164,15 @@ class SokobanEnv:
              f"Boxes on targets: {level.boxes_on_target} of {level.num_boxes}"]
         )
 
+    def compact_observation(self) -> str:
+        """The grid in few tokens, for small models (prompt style ``compact``):
+        rows of legend symbols separated by ``/``, then ``solved``/``timeout``
+        once the episode is over."""
+        rows = " / ".join(" ".join(row) for row in self.level.rows())
+        if not self._done:
+            return rows
+        return f"{rows} {'solved' if self.level.boxes_on_target == self.level.num_boxes else 'timeout'}"
+
     def legal_actions(self) -> list[str]:
         """All 1..moves_per_turn move sequences (84 for 3), fixed order; empty
         once the episode is over."""

@@ -165,6 +165,15 @@ class TicTacToeEnv:
             footer = _RESULT_TEXT[self._outcome]
         return f"{header}\n{render_board(self._state.board)}\n{footer}"
 
+    def compact_observation(self) -> str:
+        """The board in few tokens, for small models (prompt style ``compact``):
+        nine cells row by row as ``me``, ``op`` or ``.`` (relative to the agent,
+        so both seats share patterns), then the result once the game is over."""
+        self._require_started("compact_observation")
+        names = {0: ".", 1 + self.agent_seat: "me", 2 - self.agent_seat: "op"}
+        cells = " ".join(names[c] for c in self._state.board)
+        return cells if self._outcome is None else f"{cells} {self._outcome.value}"
+
     def legal_actions(self) -> list[str]:
         if self._outcome is not None:
             return []

@@ -1,0 +1,1 @@
+"""Meta-episodes: K episodes, restart, reflect, memory, batched policy calls."""

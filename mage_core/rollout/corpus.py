@@ -1,0 +1,64 @@
+"""Text the embedded tokenizer is built from: the games' own prompts.
+
+Random meta-episodes of every game, rendered through the real prompt code in
+the requested style and every memory mode, plus every action text and the
+response tags. So a word-level tokenizer built from this corpus covers every
+word a prompt or a legal action can contain.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from mage_core.config import Config
+from mage_core.envs.registry import make_env
+from mage_core.opponents.population import Population
+from mage_core.opponents.registry import make_opponent
+from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings, Response
+
+GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
+MEMORY_MODES = ("history_only", "reflection_only", "history_and_reflection")
+TAGS = ("<action>", "</action>", "<remark>", "</remark>", "(invalid)")
+
+
+def _settings(cfg: Config, game: str, style: str, memory: str) -> MetaSettings:
+    env_cfg = getattr(cfg.env, game)
+    return MetaSettings(
+        num_episodes=3, reflect=True, restart="fresh", early_stop=False, style=style,  # type: ignore[arg-type]
+        memory=memory, reflections="summary", action_mode="constrained",  # type: ignore[arg-type]
+        max_remark_chars=cfg.policy.max_remark_chars,
+        moves_per_turn=cfg.env.sokoban.moves_per_turn, invalid_penalty=env_cfg.invalid_action_penalty,
+        length_penalty_coef=env_cfg.length_penalty_coef, max_response_tokens=env_cfg.max_response_tokens,
+    )
+
+
+def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed: int = 0) -> Iterator[str]:
+    """Prompts, action texts and final states of random play, deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    settings = cfg.opponents.settings()
+    yield " ".join(TAGS)
+    for game in GAMES:
+        env_settings = getattr(cfg.env, game).settings()
+        if game == "sokoban":
+            pairs = [(None, 0)]
+        else:
+            pairs = sorted(Population(cfg.population.entries(game)).probabilities())  # type: ignore[arg-type]
+        for i in range(meta_episodes_per_game):
+            opponent_name, seat = pairs[i % len(pairs)]
+            memory = MEMORY_MODES[i % len(MEMORY_MODES)]
+            opponent = make_opponent(game, opponent_name, settings) if opponent_name else None
+            seed_i = int(rng.integers(2**31))
+            env = make_env(game, env_settings, np.random.default_rng(seed_i), opponent, seat)
+            spec = MetaEpisodeSpec(game, opponent_name, seat, seed_i, i)
+            meta = MetaEpisode(spec, env, _settings(cfg, game, style, memory), encode=lambda t: [],
+                               encode_action=lambda t: [])
+            while not meta.done:
+                request = meta.request()
+                yield request.prompt
+                texts = request.candidate_texts or []
+                yield " ".join(texts)
+                choice = int(rng.integers(len(texts)))
+                meta.apply(request, Response(texts[choice], 0.0, choice=choice))
+            yield meta.env.observation()

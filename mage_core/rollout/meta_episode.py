@@ -1,0 +1,229 @@
+"""One meta-episode: K episodes against one opponent or task (METHOD.md section 1).
+
+Schedule: play(1), reflect, play(2), reflect, ..., play(K). The object is a
+small state machine driven from outside: ``request()`` says what the policy
+must decide next (a prompt, plus the legal actions in constrained mode) and
+``apply()`` feeds the decision back. That lets a runner batch the turns of
+many meta-episodes into one model call (``mage_core.rollout.runner``).
+
+Every policy decision is recorded as a ``Decision`` with what the returns and
+advantages need (METHOD.md sections 3-5): episode index, phase, anchor state,
+task reward, penalties, validity and tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from mage_core.envs.base import Env, Outcome
+from mage_core.envs.rewards import invalid_action_penalty, length_penalty
+from mage_core.rollout.context import (
+    ContextState,
+    EpisodeMemory,
+    Memory,
+    Style,
+    paper_trajectory,
+    play_prompt,
+    reflect_prompt,
+)
+
+Phase = Literal["play", "reflect"]
+_REMARK = re.compile(r"<remark>(.*?)</remark>", re.IGNORECASE | re.DOTALL)
+#: The anchor text of every reflect sample (METHOD.md section 5).
+REFLECTION_ANCHOR = "reflection"
+
+
+@dataclass(frozen=True)
+class MetaEpisodeSpec:
+    """Who plays what: the draw of one meta-episode."""
+
+    game: str
+    opponent: str | None  # None for single-agent tasks
+    agent_seat: int
+    task_seed: int  # seeds the env: deals, levels, the opponent's randomness
+    group: int  # index of the group of meta-episodes that share a baseline
+
+
+@dataclass(frozen=True)
+class MetaSettings:
+    num_episodes: int
+    reflect: bool  # reflect turns between episodes (False: single-episode baselines)
+    restart: Literal["same", "fresh"]
+    early_stop: bool
+    style: Style
+    memory: Memory
+    reflections: Literal["summary", "generated"]
+    action_mode: Literal["constrained", "free"]
+    max_remark_chars: int
+    moves_per_turn: int
+    invalid_penalty: float
+    length_penalty_coef: float
+    max_response_tokens: int
+
+
+@dataclass
+class Request:
+    """One decision to make: a prompt, and the candidates in constrained mode."""
+
+    phase: Phase
+    prompt: str
+    prompt_ids: list[int]
+    candidate_texts: list[str] | None = None
+    candidate_ids: list[list[int]] | None = None
+
+
+@dataclass
+class Response:
+    """The policy's answer: ``text`` (free: decoded; constrained: the chosen
+    candidate), its tokens or choice index, and its log-probability."""
+
+    text: str
+    logprob: float
+    token_ids: list[int] | None = None
+    choice: int | None = None
+
+
+@dataclass
+class Decision:
+    phase: Phase
+    episode: int  # 0-based episode index; a reflect turn belongs to the episode after it
+    turn: int
+    anchor: str  # observation without history (GiGPO anchor state)
+    prompt_ids: list[int]
+    response_ids: list[int] | None
+    candidate_ids: list[list[int]] | None
+    choice: int | None
+    logprob: float
+    task_reward: float
+    invalid: bool
+    penalty: float
+    text: str
+
+
+@dataclass
+class EpisodeResult:
+    reward: float  # R_k: sum of the episode's task rewards
+    outcome: Outcome
+    num_turns: int
+    num_invalid: int
+
+
+@dataclass
+class MetaEpisode:
+    spec: MetaEpisodeSpec
+    env: Env
+    settings: MetaSettings
+    encode: Callable[[str], list[int]]  # text -> prompt token ids (with BOS)
+    encode_action: Callable[[str], list[int]]  # candidate text -> token ids
+    decisions: list[Decision] = field(default_factory=list)
+    episodes: list[EpisodeResult] = field(default_factory=list)
+    done: bool = False
+
+    def __post_init__(self) -> None:
+        seat = self.spec.agent_seat if self.spec.opponent is not None else None
+        self.context = ContextState(self.spec.game, seat, self.settings.num_episodes)
+        self._phase: Phase = "play"
+        self._turn = 0
+        self._episode_rewards: list[float] = []
+        self._episode_invalid = 0
+        self.env.reset()
+
+    # -- what the policy must decide ---------------------------------------------------------
+
+    def request(self) -> Request:
+        if self.done:
+            raise RuntimeError("the meta-episode is over")
+        s = self.settings
+        if self._phase == "reflect":
+            prompt = reflect_prompt(self.context, self.context.memory[-1])
+            return Request("reflect", prompt, self.encode(prompt))
+        observation = self.env.compact_observation() if s.style == "compact" else self.env.observation()
+        prompt = play_prompt(self.context, observation, s.memory, s.style, s.moves_per_turn)
+        request = Request("play", prompt, self.encode(prompt))
+        if s.action_mode == "constrained":
+            legal = self.env.legal_actions()
+            texts = legal if s.style == "compact" else [f"<action>{a}</action>" for a in legal]
+            request.candidate_texts = legal
+            request.candidate_ids = [self.encode_action(t) for t in texts]
+        return request
+
+    def apply(self, request: Request, response: Response) -> None:
+        if request.phase == "reflect":
+            self._apply_reflection(request, response)
+        else:
+            self._apply_play(request, response)
+
+    # -- play and reflect turns --------------------------------------------------------------
+
+    def _apply_play(self, request: Request, response: Response) -> None:
+        s = self.settings
+        anchor = self.env.observation()
+        shown = self.env.compact_observation() if s.style == "compact" else anchor
+        if request.candidate_texts is not None:
+            assert response.choice is not None
+            action: str | None = request.candidate_texts[response.choice]
+        else:
+            action = self.env.parse_action(response.text)
+        result = self.env.step(action)
+        self._record("play", request, response, anchor, result.reward, result.invalid)
+        self._episode_rewards.append(result.reward)
+        self._episode_invalid += int(result.invalid)
+        self.context.current_turns.append((shown, action if action is not None else "(invalid)"))
+        self._turn += 1
+        if result.done:
+            assert result.outcome is not None
+            self._finish_episode(result.outcome)
+
+    def _apply_reflection(self, request: Request, response: Response) -> None:
+        matches = _REMARK.findall(response.text)
+        remark = matches[-1].strip()[: self.settings.max_remark_chars] if matches else None
+        self.context.memory[-1].remark = remark if remark is not None else ""
+        self._record("reflect", request, response, REFLECTION_ANCHOR, 0.0, remark is None)
+        self._next_episode()
+
+    def _record(self, phase: Phase, request: Request, response: Response, anchor: str, reward: float,
+                invalid: bool) -> None:
+        s = self.settings
+        num_tokens = len(response.token_ids) if response.token_ids is not None else 0
+        penalty = invalid_action_penalty(invalid, s.invalid_penalty) + length_penalty(
+            num_tokens, s.max_response_tokens, s.length_penalty_coef)
+        # A play turn belongs to the episode in progress; a reflect turn, taken
+        # after episode k ended, to episode k+1: both are len(self.episodes).
+        episode = len(self.episodes)
+        self.decisions.append(Decision(
+            phase=phase, episode=episode, turn=self._turn if phase == "play" else -1, anchor=anchor,
+            prompt_ids=request.prompt_ids, response_ids=response.token_ids,
+            candidate_ids=request.candidate_ids, choice=response.choice, logprob=response.logprob,
+            task_reward=reward, invalid=invalid, penalty=penalty, text=response.text,
+        ))
+
+    def _finish_episode(self, outcome: Outcome) -> None:
+        s = self.settings
+        self.episodes.append(EpisodeResult(sum(self._episode_rewards), outcome, self._turn, self._episode_invalid))
+        success = outcome is Outcome.WIN
+        if s.style == "compact":
+            trajectory = self.env.compact_observation()
+        else:
+            trajectory = paper_trajectory(self.context.current_turns, self.env.observation())
+        summary = trajectory if s.reflections == "summary" else None
+        self.context.memory.append(EpisodeMemory(trajectory, success, summary))
+        last = len(self.episodes) == s.num_episodes
+        if last or (s.early_stop and success):
+            self.done = True
+        elif s.reflect and s.reflections == "generated":
+            self._phase = "reflect"
+        else:
+            self._next_episode()
+
+    def _next_episode(self) -> None:
+        if self.settings.restart == "same":
+            self.env.restart()
+        else:
+            self.env.reset()
+        self.context.current_turns = []
+        self._episode_rewards = []
+        self._episode_invalid = 0
+        self._turn = 0
+        self._phase = "play"

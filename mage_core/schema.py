@@ -1,0 +1,19 @@
+"""Building blocks of the params.yaml schema (pydantic v2)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class Strict(BaseModel):
+    """Base of every section: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,0 +1,1 @@
+"""Where metrics go: a plain JSONL log now; MLflow joins behind the same protocol."""

@@ -1,0 +1,70 @@
+"""A plain JSON-lines metric log, one object per step.
+
+Keys follow ``<phase>/<group>/<name>`` (DESIGN.md style rule 8), identical to
+what MLflow will record. On resume the log is cut back to the checkpoint's
+step, so a resumed run's log reads exactly like an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+
+class MetricLogger(Protocol):
+    def log_params(self, params: Mapping[str, Any]) -> None: ...
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _clean(value: float) -> float | None:
+    return value if math.isfinite(value) else None  # JSON has no NaN
+
+
+class JsonlLogger:
+    def __init__(self, path: str | Path, resume_from_step: int | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_from_step is not None:
+            self.truncate_after(resume_from_step)
+        elif self.path.exists():
+            self.path.unlink()
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def truncate_after(self, step: int) -> None:
+        """Keep only records of steps <= ``step`` (params records are kept)."""
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash
+            if record.get("step") is None or record["step"] <= step:
+                kept.append(line)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self._write({"params": dict(params)})
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        self._write({"step": step, **{k: _clean(float(v)) for k, v in metrics.items()}})
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        self._fh.write(json.dumps(record, sort_keys=True) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,207 @@
+"""The meta-RL training loop, written against the backend protocols.
+
+One iteration: draw groups of meta-episodes from the population (one
+opponent, seat and task seed per group: agent-specific normalization, METHOD.md
+section 5), roll them out in batches, turn them into samples with MAGE's
+returns and advantages, run PPO epochs over mini-batches, and sync the new
+weights into the generator. Evaluation runs on a fixed set; checkpoints carry
+everything a resumed run needs to continue exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from mage_core.backends.base import Generator, LossSettings, SamplingParams, TrainEngine
+from mage_core.config import Config
+from mage_core.envs.registry import make_env
+from mage_core.evaluation.meta_eval import evaluation_specs, summarize
+from mage_core.opponents.population import Population
+from mage_core.opponents.registry import make_opponent
+from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
+from mage_core.rollout.runner import PolicyActor, run_meta_episodes
+from mage_core.trainers.batch import AdvantageSettings, build_samples
+
+
+@dataclass
+class TokenCodec:
+    """Text <-> token ids for prompts and actions."""
+
+    encode_prompt: Callable[[str], list[int]]
+    encode_action: Callable[[str], list[int]]
+    decode: Callable[[list[int]], str]
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint must restore besides the engine."""
+
+    iteration: int = 0
+    rng_state: dict[str, Any] = field(default_factory=dict)
+    torch_rng_state: torch.Tensor | None = None
+    best_score: float = -math.inf
+    best_iteration: int = -1
+
+
+def meta_settings(cfg: Config, game: str, num_episodes: int, reflect: bool) -> MetaSettings:
+    env_cfg = getattr(cfg.env, game)
+    return MetaSettings(
+        num_episodes=num_episodes,
+        reflect=reflect,
+        restart=cfg.rollout.restart,
+        early_stop=cfg.rollout.early_stop,
+        style=cfg.policy.prompt_style,
+        memory=cfg.policy.memory if reflect else "none",
+        reflections=cfg.policy.reflections,
+        action_mode=cfg.policy.action_mode,
+        max_remark_chars=cfg.policy.max_remark_chars,
+        moves_per_turn=cfg.env.sokoban.moves_per_turn,
+        invalid_penalty=env_cfg.invalid_action_penalty,
+        length_penalty_coef=env_cfg.length_penalty_coef,
+        max_response_tokens=env_cfg.max_response_tokens,
+    )
+
+
+def reward_unit(cfg: Config, game: str) -> tuple[float, str]:
+    """Kuhn metrics read in chips per hand (METHOD.md section 8)."""
+    if game == "kuhn_poker":
+        return cfg.env.kuhn_poker.reward_per_chip, "chips"
+    return 1.0, "reward"
+
+
+class MetaRLTrainer:
+    def __init__(self, cfg: Config, engine: TrainEngine, generator: Generator, codec: TokenCodec) -> None:
+        self.cfg = cfg
+        self.game = cfg.env.name
+        self.engine = engine
+        self.generator = generator
+        self.codec = codec
+        algo = cfg.algorithm
+        self.advantage_settings = AdvantageSettings(
+            reward_variant=algo.reward_variant, advantage=algo.advantage, episode_norm=algo.episode_norm,
+            step_weight=algo.step_weight, anchor=algo.anchor, grouping=algo.grouping,
+            gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj)
+        self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
+        # Single-episode baselines are evaluated over K attempts without memory
+        # (METHOD.md section 9); meta-RL methods with their own K and memory.
+        eval_k = max(algo.episodes_per_meta_episode, 3) if not algo.reflect else algo.episodes_per_meta_episode
+        self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
+        self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
+                           if self.game != "sokoban" else None)
+        self._opponents: dict[str, Any] = {}
+        self._env_settings = getattr(cfg.env, self.game).settings()
+
+    # -- building meta-episodes -----------------------------------------------------------------
+
+    def sample_specs(self, rng: np.random.Generator) -> list[MetaEpisodeSpec]:
+        """``groups_per_iteration`` groups of ``group_size`` meta-episodes. Stationary
+        grouping: a group shares task seed, opponent and seat. Non-stationary (the
+        ablation): members share the task seed but draw their own opponent/seat."""
+        t, algo = self.cfg.train, self.cfg.algorithm
+        specs = []
+        for g in range(t.groups_per_iteration):
+            task_seed = int(rng.integers(2**62))
+            if self.population is None:
+                draws = [(None, 0)] * algo.group_size
+            elif algo.grouping == "stationary":
+                d = self.population.sample(rng, 1)[0]
+                draws = [(d.opponent, d.agent_seat)] * algo.group_size
+            else:
+                draws = [(d.opponent, d.agent_seat) for d in self.population.sample(rng, algo.group_size)]
+            specs += [MetaEpisodeSpec(self.game, o, s, task_seed, g) for o, s in draws]
+        return specs
+
+    def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings) -> list[MetaEpisode]:
+        metas = []
+        for spec in specs:
+            opponent = None
+            if spec.opponent is not None:
+                if spec.opponent not in self._opponents:
+                    self._opponents[spec.opponent] = make_opponent(self.game, spec.opponent,
+                                                                   self.cfg.opponents.settings())
+                opponent = self._opponents[spec.opponent]
+            env = make_env(self.game, self._env_settings, np.random.default_rng(spec.task_seed), opponent,
+                           spec.agent_seat)
+            metas.append(MetaEpisode(spec, env, settings, self.codec.encode_prompt, self.codec.encode_action))
+        return metas
+
+    def actor(self, sampling: SamplingParams) -> PolicyActor:
+        return PolicyActor(self.generator, self.codec.decode, sampling)
+
+    def train_sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=self.cfg.rollout.temperature,
+                              max_new_tokens=self.cfg.policy.max_new_tokens)
+
+    # -- one iteration ----------------------------------------------------------------------------
+
+    def iteration(self, it: int, rng: np.random.Generator, torch_rng: torch.Generator) -> dict[str, float]:
+        t = self.cfg.train
+        started = time.perf_counter()
+        fraction = it / max(t.iterations - 1, 1)
+        lr = t.learning_rate * (1 - 0.9 * fraction) if t.lr_schedule == "linear_decay" else t.learning_rate
+        entropy_coef = t.entropy_coef + (t.entropy_coef_final - t.entropy_coef) * fraction
+        self.engine.set_learning_rate(lr)  # type: ignore[attr-defined]
+
+        metas = self.build(self.sample_specs(rng), self.train_settings)
+        run_meta_episodes(metas, self.actor(self.train_sampling()), torch_rng)
+        rollout_s = time.perf_counter() - started
+
+        samples = build_samples(metas, self.advantage_settings)
+        old = self.engine.logprobs(samples)
+        ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
+        loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
+                            kl_estimator=t.kl_estimator)
+        step_metrics: list[dict[str, float]] = []
+        for _ in range(t.ppo_epochs):
+            order = rng.permutation(len(samples))
+            for chunk in np.array_split(order, t.mini_batches_per_epoch):
+                if len(chunk) == 0:
+                    continue
+                idx = [int(i) for i in chunk]
+                step_metrics.append(self.engine.step(
+                    [samples[i] for i in idx], [old[i] for i in idx],
+                    [ref[i] for i in idx] if ref is not None else None, loss))
+        self.generator.load_policy_state(self.engine.policy_state_dict())
+
+        unit_scale, unit = reward_unit(self.cfg, self.game)
+        summary = summarize(metas, self.train_settings.num_episodes, unit_scale, unit)
+        metrics = {f"train/rollout/{k}": v for k, v in summary.items() if k.startswith("all/")}
+        for key in step_metrics[0] if step_metrics else []:
+            metrics[f"train/ppo/{key}"] = float(np.mean([m[key] for m in step_metrics]))
+        metrics.update({
+            "train/opt/learning_rate": lr,
+            "train/opt/entropy_coef": entropy_coef,
+            "train/batch/num_samples": float(len(samples)),
+            "train/batch/num_meta_episodes": float(len(metas)),
+            "train/time/rollout_s": rollout_s,
+            "train/time/iteration_s": time.perf_counter() - started,
+        })
+        return metrics
+
+    # -- evaluation -------------------------------------------------------------------------------
+
+    def evaluate(self, per_opponent_seat: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
+        """The fixed evaluation set of the training population (in-domain)."""
+        e = self.cfg.evaluation
+        n = per_opponent_seat or e.meta_episodes_per_opponent_seat
+        entries = self.cfg.population.entries(self.game) if self.game != "sokoban" else []  # type: ignore[arg-type]
+        specs = evaluation_specs(self.game, entries, n, e.seed)
+        metas = self.build(specs, self.eval_settings)
+        sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
+                                  max_new_tokens=self.cfg.policy.max_new_tokens)
+        run_meta_episodes(metas, self.actor(sampling), torch.Generator().manual_seed(e.seed))
+        unit_scale, unit = reward_unit(self.cfg, self.game)
+        summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit)
+        return {f"eval/{k}": v for k, v in summary.items()}, metas
+
+
+def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:
+    """The number a run is judged by: final-episode chips (Kuhn) or success."""
+    key = "chips" if game == "kuhn_poker" else "success"
+    return metrics[f"{prefix}/all/{key}_ep{num_episodes}"]

@@ -1,0 +1,132 @@
+"""Schema of the training sections of params.yaml: model, policy, rollout,
+algorithm, train and evaluation. Loaded through ``mage_core.config``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Strict
+from mage_core.trainers.presets import PRESETS, preset_values
+
+
+class ModelConfig(Strict):
+    """The policy network: the embedded tiny Qwen3 or a local HF checkpoint."""
+
+    source: Literal["embedded", "local"] = "embedded"
+    path: Optional[str] = None
+    hidden_size: PositiveInt = 64
+    num_layers: PositiveInt = 2
+    num_heads: PositiveInt = 4
+    num_kv_heads: PositiveInt = 2
+    head_dim: PositiveInt = 16
+    intermediate_size: PositiveInt = 128
+    max_position_embeddings: PositiveInt = 1024
+    dtype: Literal["float32", "bfloat16"] = "float32"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ModelConfig":
+        problems = []
+        if self.source == "local" and not self.path:
+            problems.append("path: required when source is 'local' (a folder with config.json and weights)")
+        if self.num_heads % self.num_kv_heads:
+            problems.append(f"num_kv_heads ({self.num_kv_heads}) must divide num_heads ({self.num_heads})")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class PolicyConfig(Strict):
+    """How the model acts and what it remembers (METHOD.md section 2)."""
+
+    action_mode: Literal["constrained", "free"] = "constrained"
+    prompt_style: Literal["compact", "paper"] = "compact"
+    memory: Literal["history_only", "reflection_only", "history_and_reflection"] = "history_only"
+    reflections: Literal["summary", "generated"] = "summary"
+    max_remark_chars: PositiveInt = 2000
+    max_new_tokens: PositiveInt = 48
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "PolicyConfig":
+        if self.reflections == "generated" and self.action_mode == "constrained":
+            raise ValueError("reflections: 'generated' needs action_mode 'free' (a constrained policy cannot "
+                             "write text); use reflections: summary")
+        return self
+
+
+class RolloutConfig(Strict):
+    """Meta-episodes (METHOD.md section 1)."""
+
+    restart: Literal["same", "fresh"] = "fresh"
+    early_stop: bool = False
+    temperature: NonNegativeFloat = 1.0
+
+
+class AlgorithmConfig(Strict):
+    """Returns and advantages; ``preset`` fills every key left unset."""
+
+    preset: str = "mage"
+    episodes_per_meta_episode: PositiveInt
+    reflect: bool
+    reward_variant: Literal["differential", "cumulative", "single_episode"]
+    advantage: Literal["gigpo", "grpo"]
+    episode_norm: Literal["mean_norm", "mean_std_norm"]
+    step_weight: NonNegativeFloat
+    anchor: Literal["global", "local"]
+    grouping: Literal["stationary", "non_stationary"]
+    group_size: Annotated[int, Field(ge=2)]
+    gamma_step: Probability
+    gamma_traj: Probability
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        name = data.get("preset", "mage")
+        # An unknown preset is reported by the field validator below; fill from
+        # "mage" meanwhile so the report is not buried under missing keys.
+        base = preset_values(name if name in PRESETS else "mage")
+        return {**base, **data}
+
+    @field_validator("preset")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        preset_values(v)  # raises with the valid names
+        return v
+
+
+class TrainConfig(Strict):
+    """The PPO loop (METHOD.md section 6), sized for the CPU default."""
+
+    iterations: PositiveInt = 200
+    groups_per_iteration: PositiveInt = 64
+    learning_rate: PositiveFloat = 1e-3
+    lr_schedule: Literal["constant", "linear_decay"] = "linear_decay"
+    weight_decay: NonNegativeFloat = 0.0
+    max_grad_norm: PositiveFloat = 1.0
+    ppo_epochs: PositiveInt = 2
+    mini_batches_per_epoch: PositiveInt = 2
+    clip_ratio: PositiveFloat = 0.2
+    entropy_coef: NonNegativeFloat = 0.01
+    entropy_coef_final: NonNegativeFloat = 0.002
+    kl_coef: NonNegativeFloat = 0.0
+    kl_estimator: Literal["low_var_kl", "kl", "abs", "mse"] = "low_var_kl"
+    max_tokens_per_micro_batch: PositiveInt = 32768
+    num_threads: PositiveInt = 1
+    checkpoint_every: PositiveInt = 10
+    keep_checkpoints: PositiveInt = 2
+    eval_every: NonNegativeInt = 25
+    time_budget_minutes: NonNegativeFloat = 0.0
+    output_dir: str = "artifacts/train"
+
+
+class EvaluationConfig(Strict):
+    """A fixed evaluation set: the same meta-episodes every time (METHOD.md section 8)."""
+
+    seed: NonNegativeInt = 20260303
+    meta_episodes_per_opponent_seat: PositiveInt = 500
+    temperature: NonNegativeFloat = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    top_k: NonNegativeInt = 0
