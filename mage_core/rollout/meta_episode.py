@@ -203,11 +203,11 @@ class MetaEpisode:
         s = self.settings
         self.episodes.append(EpisodeResult(sum(self._episode_rewards), outcome, self._turn, self._episode_invalid))
         success = outcome is Outcome.WIN
-        if s.style == "compact":
-            trajectory = self.env.compact_observation()
-        else:
-            trajectory = paper_trajectory(self.context.current_turns, self.env.observation())
-        summary = trajectory if s.reflections == "summary" else None
+        final = self.env.compact_observation() if s.style == "compact" else self.env.observation()
+        trajectory = final if s.style == "compact" else paper_trajectory(self.context.current_turns, final)
+        # A structured summary stands in for a generated reflection (small models,
+        # DESIGN.md "The embedded default"): the episode's final state and result.
+        summary = final if s.reflections == "summary" else None
         self.context.memory.append(EpisodeMemory(trajectory, success, summary))
         last = len(self.episodes) == s.num_episodes
         if last or (s.early_stop and success):

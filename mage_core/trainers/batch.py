@@ -67,7 +67,8 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
             returns.append(float(r) - d.penalty)
             groups.append(key)
             anchors.append(anchor_key(d.anchor, d.episode, spec.opponent,
-                                      global_anchor=settings.anchor == "global"))
+                                      global_anchor=settings.anchor == "global",
+                                      stationary=settings.grouping == "stationary"))
             decisions.append(d)
     if settings.advantage == "grpo":
         advantage = grpo_advantages(np.array(scores), groups)

@@ -1,0 +1,199 @@
+"""Per-step rewards and returns of one meta-episode (METHOD.md sections 3-4).
+
+A meta-episode is a time-ordered list of T policy decisions: play steps and
+reflect steps. Each step carries the index of the episode it belongs to; a
+reflect step sits between episodes k-1 and k and belongs to episode k (the one
+it prepares), so the episode indices run 0..K'-1, non-decreasing, and within an
+episode every reflect step comes before its play steps. K' may be smaller than K
+when the meta-episode stopped early (METHOD.md section 1).
+
+Shapes: ``T`` = number of steps of the meta-episode, ``K'`` = number of episodes
+played. All arrays are 1-D numpy arrays; outputs are float64.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+# ---------------------------------------------------------------- validation
+
+
+def _as_steps(
+    task_rewards: np.ndarray, episode: np.ndarray, is_play: np.ndarray, rewards_name: str = "task_rewards"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check one meta-episode's step arrays and return them as float/int/bool arrays."""
+    rewards = np.asarray(task_rewards, dtype=np.float64)
+    episode_arr = np.asarray(episode)
+    play = np.asarray(is_play)
+    for name, arr in ((rewards_name, rewards), ("episode", episode_arr), ("is_play", play)):
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one entry per step), got shape {arr.shape}")
+    num_steps = rewards.shape[0]
+    if episode_arr.shape[0] != num_steps or play.shape[0] != num_steps:
+        raise ValueError(
+            f"{rewards_name}, episode and is_play must have the same length, got "
+            f"{num_steps}, {episode_arr.shape[0]} and {play.shape[0]}"
+        )
+    if num_steps == 0:
+        raise ValueError("a meta-episode needs at least one step")
+    if not np.all(np.isfinite(rewards)):
+        raise ValueError(f"{rewards_name} must be finite")
+    if play.dtype != np.bool_:
+        if not np.all((play == 0) | (play == 1)):
+            raise ValueError("is_play must be boolean (True for play steps, False for reflect steps)")
+        play = play.astype(bool)
+    if not np.issubdtype(episode_arr.dtype, np.integer):
+        if not np.all(np.mod(episode_arr, 1) == 0):
+            raise ValueError("episode must hold integer episode indices")
+        episode_arr = episode_arr.astype(np.int64)
+    if episode_arr[0] != 0:
+        raise ValueError(f"episode indices must start at 0, got {episode_arr[0]}")
+    steps = np.diff(episode_arr)
+    if np.any((steps != 0) & (steps != 1)):
+        bad = int(np.flatnonzero((steps != 0) & (steps != 1))[0]) + 1
+        raise ValueError(
+            f"episode indices must be in time order and contiguous (0, 0, 1, 1, 2, ...); "
+            f"step {bad} jumps from {episode_arr[bad - 1]} to {episode_arr[bad]}"
+        )
+    num_episodes = int(episode_arr[-1]) + 1
+    for k in range(num_episodes):
+        in_k = episode_arr == k
+        play_k = play[in_k]
+        if not play_k.any():
+            raise ValueError(f"episode {k} has no play step (a reflect step belongs to the episode after it)")
+        # Reflect steps precede the play steps of their episode: once play starts, no reflect.
+        first_play = int(np.argmax(play_k))
+        if not play_k[first_play:].all():
+            raise ValueError(f"episode {k} has a reflect step after its first play step; reflect steps "
+                             f"belong to the episode AFTER them")
+    if not play[0]:
+        raise ValueError("episode 0 cannot start with a reflect step: there is no earlier episode to reflect on")
+    if np.any(rewards[~play] != 0):
+        raise ValueError(f"{rewards_name} of reflect steps must be 0 (reflections earn no task reward; "
+                         f"their penalties belong to the sample's score)")
+    return rewards, episode_arr, play
+
+
+def _check_gamma(name: str, gamma: float) -> float:
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {gamma}")
+    return float(gamma)
+
+
+# ------------------------------------------------------------ reward placing
+
+
+def episode_returns(task_rewards: np.ndarray, episode: np.ndarray, is_play: np.ndarray) -> np.ndarray:
+    """``R_k`` = sum of the task rewards of episode k's play steps; shape ``[K']``.
+
+    METHOD.md section 3. ``task_rewards``, ``episode``, ``is_play``: shape ``[T]``.
+    """
+    rewards, episode_arr, play = _as_steps(task_rewards, episode, is_play)
+    num_episodes = int(episode_arr[-1]) + 1
+    return np.bincount(episode_arr[play], weights=rewards[play], minlength=num_episodes).astype(np.float64)
+
+
+def _last_play_steps(episode: np.ndarray, play: np.ndarray) -> np.ndarray:
+    """Index of the last play step of each episode; shape ``[K']``."""
+    num_episodes = int(episode[-1]) + 1
+    steps = np.arange(episode.shape[0])
+    return np.array([steps[play & (episode == k)][-1] for k in range(num_episodes)])
+
+
+def _differential(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarray:
+    # d_0 = R_0, d_k = R_k - R_{k-1}, on the LAST play step of episode k (METHOD.md section 4).
+    num_episodes = int(episode[-1]) + 1
+    totals = np.bincount(episode[play], weights=rewards[play], minlength=num_episodes)
+    placed = np.zeros_like(rewards)
+    placed[_last_play_steps(episode, play)] = np.diff(totals, prepend=0.0)
+    return placed
+
+
+def _raw(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarray:
+    # Cumulative (LaMer) and single-episode use the raw per-step rewards; they differ
+    # only in whether the returns cross episode boundaries.
+    return np.where(play, rewards, 0.0)
+
+
+#: reward variant -> (how rewards are placed, whether returns cross episode boundaries).
+VARIANTS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]] = {
+    "differential": (_differential, True),
+    "cumulative": (_raw, True),
+    "single_episode": (_raw, False),
+}
+
+
+def _variant(variant: str) -> tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown reward variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+    return VARIANTS[variant]
+
+
+def place_rewards(variant: str, task_rewards: np.ndarray, episode: np.ndarray, is_play: np.ndarray) -> np.ndarray:
+    """The per-step rewards ``r_t`` the returns consume; shape ``[T]``.
+
+    - ``differential`` (MAGE): ``d_k = R_k - R_{k-1}`` (``d_0 = R_0``) on the last play
+      step of episode k, 0 elsewhere; the sum telescopes to ``R_{K'-1}``.
+    - ``cumulative`` (LaMer) and ``single_episode``: the raw task rewards.
+    Reflect steps always get 0 (METHOD.md section 4).
+    """
+    place, _ = _variant(variant)
+    rewards, episode_arr, play = _as_steps(task_rewards, episode, is_play)
+    return place(rewards, episode_arr, play)
+
+
+# ------------------------------------------------------------------- returns
+
+
+def step_returns(
+    rewards: np.ndarray,
+    episode: np.ndarray,
+    is_play: np.ndarray,
+    gamma_step: float,
+    gamma_traj: float,
+    cross_episode: bool = True,
+) -> np.ndarray:
+    """Discounted step returns of one meta-episode; shape ``[T]`` (METHOD.md section 4).
+
+    Backwards over the steps: a play step gets ``G = r_t + g * G`` with
+    ``g = gamma_step`` inside an episode and ``g = gamma_traj`` once at each episode
+    boundary; a reflect step gets the return of the next play step (the first play
+    step of its own episode). With ``cross_episode=False`` (single-episode variant)
+    ``G`` restarts at 0 at each episode boundary, so ``gamma_traj`` is unused.
+    ``rewards`` are the placed rewards (``place_rewards``), shape ``[T]``.
+    """
+    gamma_step = _check_gamma("gamma_step", gamma_step)
+    gamma_traj = _check_gamma("gamma_traj", gamma_traj)
+    placed, episode_arr, play = _as_steps(rewards, episode, is_play, rewards_name="rewards")
+    returns = np.zeros_like(placed)
+    running = 0.0
+    current = int(episode_arr[-1])
+    for t in range(placed.shape[0] - 1, -1, -1):
+        if play[t]:
+            k = int(episode_arr[t])
+            if k == current:
+                discount = gamma_step
+            elif cross_episode:
+                discount = gamma_traj
+            else:
+                discount = 0.0  # the later episode's return does not flow back
+            running = placed[t] + discount * running
+            current = k
+        returns[t] = running
+    return returns
+
+
+def meta_episode_returns(
+    variant: str,
+    task_rewards: np.ndarray,
+    episode: np.ndarray,
+    is_play: np.ndarray,
+    gamma_step: float,
+    gamma_traj: float,
+) -> np.ndarray:
+    """``place_rewards`` then ``step_returns`` for one reward variant; shape ``[T]``."""
+    _, cross_episode = _variant(variant)
+    placed = place_rewards(variant, task_rewards, episode, is_play)
+    return step_returns(placed, episode, is_play, gamma_step, gamma_traj, cross_episode=cross_episode)
