@@ -1,0 +1,73 @@
+"""Samples and advantages from scripted meta-episodes, checked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from mage_core.config import Config
+from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings, Response
+from mage_core.trainers.batch import AdvantageSettings, build_samples
+from mage_core.trainers.meta_rl import meta_settings
+from tests.envcases import Case
+
+pytestmark = pytest.mark.unit
+
+CASE = Case("kuhn_poker", "aggressive", 1)
+MAGE = AdvantageSettings("differential", "gigpo", "mean_norm", 1.0, "global", "stationary", 0.95, 0.6)
+
+
+def seed_dealing_king() -> int:
+    """A task seed whose (replayed) deal gives the agent the K."""
+    for seed in range(100):
+        env = CASE.build(seed)
+        env.reset()
+        if env.compact_observation().startswith("K "):
+            return seed
+    raise AssertionError("no seed deals a K in 100 tries")
+
+
+def scripted(action: str, seed: int) -> MetaEpisode:
+    base = meta_settings(Config(), "kuhn_poker", 3, True)
+    settings = MetaSettings(**{**base.__dict__, "restart": "same"})
+    meta = MetaEpisode(MetaEpisodeSpec("kuhn_poker", CASE.opponent, 1, seed, 0), CASE.build(seed), settings,
+                       encode=lambda t: [1, 2], encode_action=lambda t: [3] if t == "PASS" else [4])
+    while not meta.done:
+        request = meta.request()
+        choice = request.candidate_texts.index(action)
+        meta.apply(request, Response(action, -0.69, choice=choice))
+    return meta
+
+
+def test_mage_advantages_by_hand() -> None:
+    seed = seed_dealing_king()
+    folder, caller = scripted("PASS", seed), scripted("BET", seed)
+    # Aggressive bets every hand; with the K, folding loses 1 chip (-5), calling wins 2 (+10).
+    assert [e.reward for e in folder.episodes] == [-5.0, -5.0, -5.0]
+    assert [e.reward for e in caller.episodes] == [10.0, 10.0, 10.0]
+    samples = build_samples([folder, caller], MAGE)
+    # Differential scores d = [R0, R1-R0, R2-R1]: folder [-5, 0, 0], caller [10, 0, 0]. One decision
+    # per hand, so the returns equal the scores (nothing after the last step of an episode but
+    # 0.6 x the next episode's zero return). One group (same seed, opponent, seat), mean 5/6;
+    # one anchor cluster (the same state every time), mean 5/6. Advantage = 2 (score - 5/6).
+    expected = [2 * (s - 5 / 6) for s in (-5, 0, 0, 10, 0, 0)]
+    assert [s.advantage for s in samples] == pytest.approx(expected)
+    assert [s.choice for s in samples] == [0, 0, 0, 1, 1, 1]  # candidates in legal order PASS, BET
+    assert all(s.candidates == [[3], [4]] and s.prompt == [1, 2] for s in samples)
+
+
+def test_grpo_on_single_episode_scores() -> None:
+    seed = seed_dealing_king()
+    settings = AdvantageSettings("single_episode", "grpo", "mean_norm", 1.0, "global", "stationary", 0.95, 0.6)
+    samples = build_samples([scripted("PASS", seed), scripted("BET", seed)], settings)
+    # Scores R_k: three -5 and three +10; mean 2.5, sample std sqrt(6 * 7.5^2 / 5) = 8.2158.
+    std = (6 * 7.5**2 / 5) ** 0.5
+    expected = [(-5 - 2.5) / (std + 1e-6)] * 3 + [(10 - 2.5) / (std + 1e-6)] * 3
+    assert [s.advantage for s in samples] == pytest.approx(expected)
+
+
+def test_unfinished_meta_episodes_are_refused() -> None:
+    base = meta_settings(Config(), "kuhn_poker", 3, True)
+    meta = MetaEpisode(MetaEpisodeSpec("kuhn_poker", "aggressive", 1, 0, 0), CASE.build(0), base,
+                       encode=lambda t: [1], encode_action=lambda t: [2])
+    with pytest.raises(ValueError, match="finished"):
+        build_samples([meta], MAGE)
