@@ -1,0 +1,173 @@
+"""The embedded tiny Qwen3 policy: build from a config, save, load.
+
+The default profile trains a small model of the paper's architecture from
+scratch on CPU (DESIGN.md "The embedded default"): ``Qwen3ForCausalLM``, the
+same HF class as Qwen3-4B, built from a ``Qwen3Config`` with no download.
+``load_policy`` is plain ``from_pretrained`` on a local folder, so the same
+code loads a real Qwen3-4B checkpoint copied to disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    """Size of the embedded model (~0.1M parameters plus vocab x hidden)."""
+
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    max_position_embeddings: int = 2048
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        errors = []
+        for name, value in asdict(self).items():
+            if name == "tie_word_embeddings":
+                if not isinstance(value, bool):
+                    errors.append(f"tie_word_embeddings must be a bool, got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                errors.append(f"{name} must be an int >= 1, got {value!r}")
+        if not errors and self.num_heads % self.num_kv_heads:
+            errors.append(
+                f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads}) "
+                "for grouped-query attention"
+            )
+        if not errors and self.head_dim % 2:
+            errors.append(f"head_dim must be even (rotary embeddings rotate pairs), got {self.head_dim}")
+        if errors:
+            raise ValueError("invalid TinyModelSpec: " + "; ".join(errors))
+
+
+def build_tiny_qwen3(
+    spec: TinyModelSpec,
+    vocab_size: int,
+    pad_token_id: int,
+    bos_token_id: int,
+    eos_token_id: int,
+    seed: int,
+) -> Qwen3ForCausalLM:
+    """A freshly initialised float32 ``Qwen3ForCausalLM``, identical for equal ``seed``.
+
+    HF initialises weights from torch's global RNG; the build runs inside
+    ``torch.random.fork_rng`` so the caller's global RNG state is unchanged.
+    """
+    if not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be an int >= 1, got {vocab_size!r}")
+    for name, token_id in (("pad_token_id", pad_token_id), ("bos_token_id", bos_token_id),
+                           ("eos_token_id", eos_token_id)):
+        if not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
+            raise ValueError(f"{name} must be an id in [0, {vocab_size}), got {token_id!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    config = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=spec.tie_word_embeddings,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        use_sliding_window=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen3ForCausalLM(config)
+    return model.to(torch.float32).eval()
+
+
+def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.PathLike[str]) -> Path:
+    """Write model (safetensors) and tokenizer to ``directory``, atomically.
+
+    Everything is written to a temporary folder next to the target, which is then
+    renamed into place; an existing ``directory`` is replaced only once the new
+    one is complete, so a crash never leaves a half-written policy.
+    """
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, old / target.name)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def load_policy(
+    directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+) -> tuple[PreTrainedModel, Any]:
+    """``(model, tokenizer)`` from a local folder (ours, or e.g. a Qwen3-4B copy), in eval mode.
+
+    Raises ``FileNotFoundError`` for a missing folder, config or weights, and
+    ``ValueError`` when the files do not fit together (missing or mis-shaped
+    weights, a tokenizer larger than the model's vocabulary).
+    """
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"policy directory {path} does not exist (or is not a directory)")
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{path} holds no config.json: not a saved policy (save_policy writes one)")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise FileNotFoundError(f"{path} holds no weights (*.safetensors or *.bin)")
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+    except Exception as error:  # transformers raises many kinds; the cause is kept
+        raise ValueError(f"{path / 'config.json'} is not a valid model config: {error}") from error
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path, config=config, local_files_only=True, dtype=dtype, output_loading_info=True
+        )
+    except Exception as error:
+        raise ValueError(f"cannot load the model in {path}: {error}") from error
+    problems = []
+    for kind in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs"):
+        found = sorted(str(k) for k in info.get(kind, ()) if k)
+        if found:
+            problems.append(f"{kind.replace('_', ' ')}: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}")
+    if problems:
+        raise ValueError(f"the weights in {path} do not fit its config.json ({'; '.join(problems)})")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as error:
+        raise ValueError(f"cannot load the tokenizer in {path}: {error}") from error
+    vocab_size = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"the tokenizer in {path} has {len(tokenizer)} tokens but the model's vocabulary has {vocab_size}: "
+            "they were not saved together"
+        )
+    return model.to(device).eval(), tokenizer
