@@ -1,0 +1,431 @@
+"""The plain-torch TrainEngine: policy, frozen reference, AdamW (CPU default).
+
+Implements ``mage_core.backends.base.TrainEngine`` for any HF causal LM (the
+embedded default is a tiny ``Qwen3ForCausalLM``). METHOD.md section 6: PPO
+clipped surrogate, token-mean aggregation, entropy bonus, KL loss to the
+reference policy.
+
+Log-probabilities (used for old/reference log-probs and inside ``step``):
+
+- free mode: a row is prompt + response (right-padded; the response's last
+  token is only a target, so it is left out of the row); the log-probability of
+  each response token given its prefix, and the entropy of the full-vocabulary
+  distribution at that position.
+- constrained mode: the score of candidate j is the sum of its tokens'
+  log-probabilities given the prompt; the choice's log-probability is the
+  log-softmax of the scores over the sample's candidates, the entropy that of
+  this softmax. When every candidate of a sample is one token, the sample is
+  a single row (the prompt) read at its last position; otherwise one row per
+  (prompt, candidate).
+
+A free sample contributes len(response) tokens to the token-mean, a
+constrained one exactly one. Samples are packed into micro-batches by a token
+budget (rows x padded length); gradients are accumulated with each
+micro-batch's loss scaled by its share of the mini-batch's tokens, so the
+update does not depend on the budget (up to float rounding).
+
+The model is kept in eval mode (dropout off) so that the log-probs of
+``logprobs`` and those of ``step`` come from the same function: the first PPO
+step of an iteration sees a ratio of exactly 1.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from mage_core.algos.losses import entropy_from_logits, kl_penalty, masked_mean, ppo_clip_loss
+from mage_core.backends.base import LossSettings, Sample
+
+# Score of a missing candidate slot when a sample has fewer candidates than the
+# widest sample of its micro-batch: exp() of it is exactly 0 in float32, and it
+# is finite, so 0 * FILL stays 0 (no NaN in the entropy or its gradient).
+_MISSING_CANDIDATE = -1.0e9
+POLICIES = ("current", "reference")
+
+
+@dataclass
+class _Plan:
+    """How one micro-batch is laid out: rows to run, positions to read, gathers."""
+
+    rows: list[list[int]] = field(default_factory=list)
+    q_row: list[int] = field(default_factory=list)  # query q reads logits at (q_row[q], q_pos[q])
+    q_pos: list[int] = field(default_factory=list)
+    tok_q: list[int] = field(default_factory=list)  # token gather t: log p(tok_target[t]) at query tok_q[t]
+    tok_target: list[int] = field(default_factory=list)
+    # per sample, in micro-batch order: ("free", first token gather, num tokens)
+    # or ("constrained", row of the constrained table)
+    layout: list[tuple] = field(default_factory=list)
+    cand_tok_start: int = 0  # token gathers from here on belong to candidates
+    cand_of_tok: list[int] = field(default_factory=list)  # candidate id of each candidate token
+    cand_sample: list[int] = field(default_factory=list)  # constrained-table row of each candidate
+    cand_slot: list[int] = field(default_factory=list)  # its column (index among the sample's candidates)
+    choices: list[int] = field(default_factory=list)  # per constrained-table row
+    max_candidates: int = 0
+
+
+def _rows_of(sample: Sample) -> list[list[int]]:
+    # The last token of a continuation is only a target, never an input.
+    if sample.response is not None:
+        return [sample.prompt + sample.response[:-1]]
+    assert sample.candidates is not None
+    if all(len(c) == 1 for c in sample.candidates):
+        return [list(sample.prompt)]
+    return [sample.prompt + c[:-1] for c in sample.candidates]
+
+
+def _cost(sample: Sample) -> tuple[int, int]:
+    """(rows, longest row) of a sample."""
+    rows = _rows_of(sample)
+    return len(rows), max(len(r) for r in rows)
+
+
+def num_tokens(sample: Sample) -> int:
+    """What a sample weighs in the token-mean: len(response), or 1 for a choice."""
+    return len(sample.response) if sample.response is not None else 1
+
+
+def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[int]]:
+    """Indices of ``samples`` packed into micro-batches of at most ``max_tokens``
+    padded tokens (rows x longest row). Sorted by length first so that rows of
+    similar length share a micro-batch (less padding); a sample larger than the
+    budget goes alone."""
+    costs = [_cost(s) for s in samples]
+    order = sorted(range(len(samples)), key=lambda i: (costs[i][1], i), reverse=True)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    rows = longest = 0
+    for i in order:
+        n, length = costs[i]
+        if current and (rows + n) * max(longest, length) > max_tokens:
+            batches.append(current)
+            current, rows, longest = [], 0, 0
+        current.append(i)
+        rows += n
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _plan(samples: Sequence[Sample]) -> _Plan:
+    plan = _Plan()
+    candidate_samples: list[Sample] = []
+    for s in samples:
+        if s.response is not None:
+            r = len(plan.rows)  # row index of this sample
+            plan.rows.append(s.prompt + s.response[:-1])
+            p, n = len(s.prompt), len(s.response)
+            plan.layout.append(("free", len(plan.tok_q), n))
+            for t in range(n):  # the logits at position p-1+t predict response token t
+                plan.tok_q.append(len(plan.q_row))
+                plan.tok_target.append(s.response[t])
+                plan.q_row.append(r)
+                plan.q_pos.append(p - 1 + t)
+        else:
+            plan.layout.append(("constrained", len(candidate_samples)))
+            candidate_samples.append(s)
+    # Candidate tokens come after all free tokens, so that the free part of the
+    # token gathers is one contiguous block.
+    plan.cand_tok_start = len(plan.tok_q)
+    num_candidates = 0
+    for row_in_table, s in enumerate(candidate_samples):
+        assert s.candidates is not None and s.choice is not None
+        p = len(s.prompt)
+        plan.choices.append(s.choice)
+        plan.max_candidates = max(plan.max_candidates, len(s.candidates))
+        single = all(len(c) == 1 for c in s.candidates)
+        if single:  # one row, one query: the next-token distribution after the prompt
+            plan.rows.append(list(s.prompt))
+            q = len(plan.q_row)
+            plan.q_row.append(len(plan.rows) - 1)
+            plan.q_pos.append(p - 1)
+        for j, cand in enumerate(s.candidates):
+            if not single:
+                plan.rows.append(s.prompt + cand[:-1])
+                q = len(plan.q_row)
+                for t in range(len(cand)):
+                    plan.q_row.append(len(plan.rows) - 1)
+                    plan.q_pos.append(p - 1 + t)
+            for t, tok in enumerate(cand):
+                plan.tok_q.append(q if single else q + t)
+                plan.tok_target.append(tok)
+                plan.cand_of_tok.append(num_candidates)
+            plan.cand_sample.append(row_in_table)
+            plan.cand_slot.append(j)
+            num_candidates += 1
+    return plan
+
+
+def evaluate_samples(
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True
+) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """One forward pass over a micro-batch: per-sample log-probs and entropies.
+
+    Returns (logps, entropies): free sample -> [len(response)] each; constrained
+    sample -> [1] each. Differentiable (call under ``torch.no_grad()`` to score).
+    Computed in float32 whatever the model's dtype.
+    """
+    plan = _plan(samples)
+    device = next(model.parameters()).device
+    length = max(len(r) for r in plan.rows)
+    ids = torch.zeros((len(plan.rows), length), dtype=torch.long)  # right padding; pad id irrelevant
+    for i, row in enumerate(plan.rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    # No attention mask: with right padding and causal attention a real token
+    # only ever attends to earlier, real tokens, so the mask would change nothing
+    # we read, and without it torch takes its faster plain-causal path.
+    # Only positions from the earliest query on need logits (memory: rows x kept x vocab).
+    first = min(plan.q_pos)
+    out = model(input_ids=ids.to(device), use_cache=False, logits_to_keep=length - first)
+    q_row = torch.tensor(plan.q_row, device=device)
+    q_pos = torch.tensor(plan.q_pos, device=device) - first
+    query_logits = out.logits[q_row, q_pos].float()  # [Q, V]
+    query_logp = torch.log_softmax(query_logits, dim=-1)  # [Q, V]
+    tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
+                          torch.tensor(plan.tok_target, device=device)]  # [T]
+
+    free_entropy = None
+    if with_entropy and plan.cand_tok_start > 0:
+        free_q = torch.tensor(plan.tok_q[: plan.cand_tok_start], device=device)
+        free_entropy = entropy_from_logits(query_logits[free_q])  # [T_free]
+
+    choice_logp = choice_entropy = None
+    if plan.choices:
+        num_candidates = len(plan.cand_sample)
+        cand_tok = tok_logp[plan.cand_tok_start:]  # [T_cand]
+        scores = torch.zeros(num_candidates, device=device, dtype=cand_tok.dtype).index_add(
+            0, torch.tensor(plan.cand_of_tok, device=device), cand_tok)  # [Ncand]
+        table = torch.full((len(plan.choices), plan.max_candidates), _MISSING_CANDIDATE,
+                           device=device, dtype=scores.dtype)  # [S_c, C]
+        table = table.index_put((torch.tensor(plan.cand_sample, device=device),
+                                 torch.tensor(plan.cand_slot, device=device)), scores)
+        table_logp = torch.log_softmax(table, dim=-1)  # [S_c, C]
+        rows = torch.arange(len(plan.choices), device=device)
+        choice_logp = table_logp[rows, torch.tensor(plan.choices, device=device)]  # [S_c]
+        if with_entropy:
+            choice_entropy = entropy_from_logits(table)  # [S_c]
+
+    logps: list[torch.Tensor] = []
+    entropies: list[torch.Tensor] = []
+    for entry in plan.layout:
+        if entry[0] == "free":
+            _, start, n = entry
+            logps.append(tok_logp[start: start + n])
+            if free_entropy is not None:
+                entropies.append(free_entropy[start: start + n])
+        else:
+            k = entry[1]
+            assert choice_logp is not None
+            logps.append(choice_logp[k: k + 1])
+            if choice_entropy is not None:
+                entropies.append(choice_entropy[k: k + 1])
+    return logps, (entropies if with_entropy else None)
+
+
+def _validate(samples: Sequence[Sample], what: str) -> None:
+    if not samples:
+        raise ValueError(f"{what}: samples is empty")
+    for i, s in enumerate(samples):
+        if not s.prompt:
+            raise ValueError(f"{what}: samples[{i}].prompt is empty; a prompt needs at least one token "
+                             "(e.g. BOS) to condition the first action token on")
+
+
+class TorchEngine:
+    """``TrainEngine`` on one device with plain torch (DESIGN.md "Backends behind Protocols").
+
+    ``reference_model``: None (no KL; ``logprobs(policy="reference")`` raises),
+    "copy" (a frozen deepcopy of the initial policy) or a module to use as is
+    (frozen here). ``max_grad_norm`` None or <= 0 disables clipping.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        learning_rate: float,
+        weight_decay: float = 0.0,
+        betas: tuple[float, float] = (0.9, 0.999),
+        max_grad_norm: float | None = 1.0,
+        max_tokens_per_micro_batch: int = 16384,
+        reference_model: None | str | torch.nn.Module = None,
+    ) -> None:
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+        if max_tokens_per_micro_batch < 1:
+            raise ValueError(f"max_tokens_per_micro_batch must be >= 1, got {max_tokens_per_micro_batch}")
+        self.model = model
+        self.model.eval()  # dropout off: see the module docstring
+        if reference_model is None:
+            self.reference: torch.nn.Module | None = None
+        elif isinstance(reference_model, str):
+            if reference_model != "copy":
+                raise ValueError(f"reference_model must be None, 'copy' or a module, got {reference_model!r}")
+            self.reference = copy.deepcopy(model)
+        else:
+            self.reference = reference_model
+        if self.reference is not None:
+            self.reference.eval()
+            self.reference.requires_grad_(False)
+        self.max_grad_norm = max_grad_norm
+        self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=learning_rate, betas=betas,
+                                           weight_decay=weight_decay)
+        self.num_steps = 0
+        self.num_skipped_steps = 0  # steps whose gradient was not finite (no update)
+
+    # -- log-probabilities --------------------------------------------------------------------
+
+    def _model(self, policy: str) -> torch.nn.Module:
+        if policy == "current":
+            return self.model
+        if policy == "reference":
+            if self.reference is None:
+                raise ValueError("logprobs(policy='reference'): this engine has no reference model; "
+                                 "build it with reference_model='copy' to use a KL loss")
+            return self.reference
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+
+    @torch.no_grad()
+    def score_samples(
+        self, samples: Sequence[Sample], policy: str = "current", with_entropy: bool = True
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per-sample log-probs and entropies (as ``evaluate_samples``), micro-batched,
+        in the order of ``samples``, without gradients, on the CPU."""
+        _validate(samples, "logprobs")
+        model = self._model(policy)
+        logps: list[torch.Tensor | None] = [None] * len(samples)
+        entropies: list[torch.Tensor | None] = [None] * len(samples)
+        for batch in micro_batches(samples, self.max_tokens_per_micro_batch):
+            lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy)
+            for k, i in enumerate(batch):
+                logps[i] = lp[k].detach().cpu()
+                if ent is not None:
+                    entropies[i] = ent[k].detach().cpu()
+        return logps, (entropies if with_entropy else None)  # type: ignore[return-value]
+
+    def logprobs(self, samples: Sequence[Sample], policy: str = "current") -> list[torch.Tensor]:
+        return self.score_samples(samples, policy, with_entropy=False)[0]
+
+    # -- the update ---------------------------------------------------------------------------
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+
+    def _check_step_inputs(self, samples: Sequence[Sample], old_logprobs: Sequence[torch.Tensor],
+                           ref_logprobs: Sequence[torch.Tensor] | None, loss: LossSettings) -> None:
+        _validate(samples, "step")
+        if len(old_logprobs) != len(samples):
+            raise ValueError(f"step: {len(old_logprobs)} old_logprobs for {len(samples)} samples")
+        if ref_logprobs is not None and len(ref_logprobs) != len(samples):
+            raise ValueError(f"step: {len(ref_logprobs)} ref_logprobs for {len(samples)} samples")
+        if loss.kl_coef > 0 and ref_logprobs is None:
+            raise ValueError(f"step: loss.kl_coef is {loss.kl_coef} but ref_logprobs is None; "
+                             "pass engine.logprobs(samples, policy='reference')")
+        for name, seq in (("old_logprobs", old_logprobs), ("ref_logprobs", ref_logprobs)):
+            for i, (s, t) in enumerate(zip(samples, seq or [])):
+                if tuple(t.shape) != (num_tokens(s),):
+                    raise ValueError(f"step: {name}[{i}] has shape {tuple(t.shape)}, expected "
+                                     f"({num_tokens(s)},) for a {s.mode}-mode sample")
+
+    def step(
+        self,
+        samples: Sequence[Sample],
+        old_logprobs: Sequence[torch.Tensor],
+        ref_logprobs: Sequence[torch.Tensor] | None,
+        loss: LossSettings,
+    ) -> dict[str, float]:
+        """One AdamW step on one PPO mini-batch (METHOD.md section 6).
+
+        loss = ppo_clip_loss - entropy_coef * entropy + kl_coef * kl, each a
+        token-mean over the whole mini-batch. Returns floats: loss, pg_loss,
+        entropy, kl (when ref_logprobs is given), clip_frac, approx_kl,
+        grad_norm (before clipping), num_tokens, skipped (1.0 when the gradient
+        was not finite and no update was made).
+        """
+        self._check_step_inputs(samples, old_logprobs, ref_logprobs, loss)
+        device = next(self.model.parameters()).device
+        total = sum(num_tokens(s) for s in samples)
+        sums = {"loss": 0.0, "pg_loss": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
+        if ref_logprobs is not None:
+            sums["kl"] = 0.0
+        self.optimizer.zero_grad(set_to_none=True)
+        for batch in micro_batches(samples, self.max_tokens_per_micro_batch):
+            part = [samples[i] for i in batch]
+            logps, entropies = evaluate_samples(self.model, part, with_entropy=True)
+            assert entropies is not None
+            logp = torch.cat(logps)  # [n_m]
+            entropy = torch.cat(entropies)  # [n_m]
+            old = torch.cat([old_logprobs[i].to(device, torch.float32) for i in batch])  # [n_m]
+            adv = torch.cat([torch.full((num_tokens(samples[i]),), float(samples[i].advantage),
+                                        device=device) for i in batch])  # [n_m]
+            mask = torch.ones_like(logp)
+            share = logp.numel() / total  # this micro-batch's share of the token-mean
+            pg_loss, clip_frac, approx_kl = ppo_clip_loss(logp, old, adv, mask, loss.clip_ratio)
+            entropy_mean = masked_mean(entropy, mask)
+            objective = pg_loss - loss.entropy_coef * entropy_mean
+            if ref_logprobs is not None:
+                ref = torch.cat([ref_logprobs[i].to(device, torch.float32) for i in batch])  # [n_m]
+                kl_mean = masked_mean(kl_penalty(logp, ref, loss.kl_estimator), mask)
+                objective = objective + loss.kl_coef * kl_mean
+                sums["kl"] += share * kl_mean.item()
+            (objective * share).backward()
+            sums["loss"] += share * objective.item()
+            sums["pg_loss"] += share * pg_loss.item()
+            sums["entropy"] += share * entropy_mean.item()
+            sums["clip_frac"] += share * clip_frac.item()
+            sums["approx_kl"] += share * approx_kl.item()
+        clip = self.max_grad_norm if self.max_grad_norm and self.max_grad_norm > 0 else math.inf
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip))
+        skipped = not math.isfinite(grad_norm)
+        if skipped:  # as verl: a non-finite gradient would poison AdamW's moments
+            self.num_skipped_steps += 1
+        else:
+            self.optimizer.step()
+            self.num_steps += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        return {**sums, "grad_norm": grad_norm, "num_tokens": float(total), "skipped": float(skipped)}
+
+    # -- state --------------------------------------------------------------------------------
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The live policy weights (detached views, not copies): sync them into a
+        generator right away, or clone them to keep them."""
+        return {k: v.detach() for k, v in self.model.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot (copies) of policy, reference, optimizer and counters."""
+        return {
+            "policy": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "reference": (None if self.reference is None
+                          else {k: v.detach().clone() for k, v in self.reference.state_dict().items()}),
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "num_steps": self.num_steps,
+            "num_skipped_steps": self.num_skipped_steps,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a ``state_dict()``; a missing "reference" key means no reference."""
+        missing = [k for k in ("policy", "optimizer", "num_steps") if k not in state]
+        if missing:
+            raise ValueError(f"TorchEngine.load_state_dict: state lacks {missing}")
+        reference = state["reference"] if "reference" in state else None
+        if (reference is None) != (self.reference is None):
+            has = "has" if reference is not None else "has no"
+            this = "has" if self.reference is not None else "has no"
+            raise ValueError(f"TorchEngine.load_state_dict: the state {has} reference model but this engine "
+                             f"{this}; build the engine with the same reference_model setting")
+        self.model.load_state_dict(state["policy"])
+        if self.reference is not None:
+            self.reference.load_state_dict(reference)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.num_steps = int(state["num_steps"])
+        self.num_skipped_steps = int(state.get("num_skipped_steps", 0))
