@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from rich_argparse import RawDescriptionRichHelpFormatter
+from rich_argparse import RawDescriptionRichHelpFormatter, RichHelpFormatter
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -30,6 +30,7 @@ examples:
   mage tournament                            play the matches listed in params.yaml
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
+  mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
 """
 
 
@@ -58,9 +59,17 @@ def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
     return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands)
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from mage_core.stages.train import run
+
+    return run(args.params, out=args.out, resume=args.resume, iterations=args.iterations,
+               time_budget_minutes=args.time_budget)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    fmt = RawDescriptionRichHelpFormatter
-    parser = argparse.ArgumentParser(prog="mage", description=DESCRIPTION, epilog=EPILOG, formatter_class=fmt)
+    parser = argparse.ArgumentParser(prog="mage", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=RawDescriptionRichHelpFormatter)
+    fmt = RichHelpFormatter  # sub-commands: wrapped one-paragraph descriptions
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
 
@@ -86,6 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="PATH", default="reports/tournament.json",
                    help="where to write the results as JSON (default: %(default)s; '-' for none)")
     p.set_defaults(func=_cmd_tournament)
+
+    p = sub.add_parser("train", help="train a policy with a method preset (resumable)", description=(
+        "Train the policy of params.yaml (model, policy, rollout, algorithm, train sections) on env.name against "
+        "its population. algorithm.preset picks the method: mage, lamer, gigpo, grpo or an ablation. Prints a "
+        "progress bar; writes metrics.jsonl, checkpoints (safetensors + optimizer/RNG state, atomic), the best "
+        "policy by evaluation and summary.json under --out. Kill it at any point and rerun with --resume to "
+        "continue exactly where the last checkpoint left off."), formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--out", metavar="DIR", help="output folder (default: train.output_dir)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--iterations", type=int, metavar="N", help="override train.iterations")
+    p.add_argument("--time-budget", type=float, metavar="MIN",
+                   help="override train.time_budget_minutes (stop, checkpoint and evaluate after MIN minutes)")
+    p.set_defaults(func=_cmd_train)
 
     kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
     kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)
@@ -120,6 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         _print_config_error(err)
         return EXIT_BAD_INPUT
+    except Exception as err:  # noqa: BLE001 - a few known errors get a clean one-line report
+        if type(err).__name__ != "CheckpointError":
+            raise
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]checkpoint error:[/] {err}", highlight=False)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,230 @@
+"""``mage train``: train a policy with a method preset, resumable at any point.
+
+Composition root: config -> tokenizer + model -> engine + generator -> trainer.
+Outputs under ``--out`` (default ``train.output_dir``):
+
+- ``policy-init/``: the initial policy and tokenizer (embedded default), so a
+  resumed run rebuilds exactly the same tokenizer;
+- ``checkpoints/step-XXXXXX/``: safetensors weights + optimizer/RNG state,
+  written atomically (``mage_core.trainers.checkpoint``);
+- ``best/``: the policy with the best evaluation score so far;
+- ``metrics.jsonl``: one line per iteration (and per evaluation);
+- ``summary.json``: the final evaluation and where everything is.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from mage_core.config import Config, ConfigError, load_config
+from mage_core.io.atomic import write_json_atomic
+from mage_core.tracking.jsonl import JsonlLogger
+from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline
+
+console = Console()
+
+
+def config_digest(cfg: Config) -> str:
+    """What must match for a checkpoint to be resumed: everything but the
+    run-length and bookkeeping knobs."""
+    data = cfg.model_dump(mode="json")
+    for key in ("iterations", "time_budget_minutes", "checkpoint_every", "keep_checkpoints", "eval_every",
+                "output_dir"):
+        data["train"].pop(key, None)
+    data.pop("tournament", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
+    """The tokenizer and model: the embedded tiny Qwen3 (built once, saved to
+    ``policy-init``) or a local HF checkpoint."""
+    from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3, load_policy, save_policy
+    from mage_core.policy.tokenizer import build_tokenizer
+    from mage_core.rollout.corpus import game_corpus
+
+    m = cfg.model
+    if m.source == "local":
+        assert m.path is not None
+        model, tokenizer = load_policy(m.path, dtype=getattr(torch, m.dtype))
+        return tokenizer, model
+    init_dir = out / "policy-init"
+    if (init_dir / "config.json").exists():
+        model, tokenizer = load_policy(init_dir)
+        return tokenizer, model
+    tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed))
+    spec = TinyModelSpec(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
+                         num_kv_heads=m.num_kv_heads, head_dim=m.head_dim, intermediate_size=m.intermediate_size,
+                         max_position_embeddings=m.max_position_embeddings)
+    model = build_tiny_qwen3(spec, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                             bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, seed=cfg.seed)
+    save_policy(model, tokenizer, init_dir)
+    return tokenizer, model
+
+
+def make_codec(tokenizer: Any) -> TokenCodec:
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+
+    def encode_prompt(text: str) -> list[int]:
+        return bos + tokenizer.encode(text, add_special_tokens=False)
+
+    def encode_action(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    def decode(ids: list[int]) -> str:
+        return tokenizer.decode(ids, skip_special_tokens=True)
+
+    return TokenCodec(encode_prompt, encode_action, decode)
+
+
+def run(params: str, out: str | None = None, resume: bool = False, iterations: int | None = None,
+        time_budget_minutes: float | None = None) -> int:
+    cfg = load_config(params)
+    overrides: dict[str, Any] = {}
+    if iterations is not None:
+        if iterations < 1:
+            raise ConfigError("command line", [f"--iterations: must be >= 1, got {iterations}"])
+        overrides["iterations"] = iterations
+    if time_budget_minutes is not None:
+        if time_budget_minutes < 0:
+            raise ConfigError("command line", [f"--time-budget: must be >= 0, got {time_budget_minutes}"])
+        overrides["time_budget_minutes"] = time_budget_minutes
+    if overrides:
+        cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update=overrides)})
+    out_dir = Path(out or cfg.train.output_dir)
+    summary = train(cfg, out_dir, resume=resume)
+    console.print(f"final evaluation headline: {summary['headline']:.4f}; outputs in {out_dir}")
+    return 0
+
+
+def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
+    """Train; returns the summary. ``stop_after`` ends the process's work after
+    that many iterations of this call (tests use it to interrupt a run)."""
+    from mage_core.backends.hf import HFGenerator
+    from mage_core.backends.torch_engine import TorchEngine
+    from mage_core.policy.model import save_policy
+    from mage_core.trainers.checkpoint import CheckpointManager, restore_rng, unpack_engine_state
+
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()  # our own progress bar is the one to read
+    torch.set_num_threads(cfg.train.num_threads)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
+    digest = config_digest(cfg)
+    latest = checkpoints.latest()
+    if latest is not None and not resume:
+        raise ConfigError("command line", [
+            f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
+            "or choose another --out"])
+    tokenizer, model = build_policy(cfg, out_dir)
+    t = cfg.train
+    engine = TorchEngine(model, learning_rate=t.learning_rate, weight_decay=t.weight_decay,
+                         max_grad_norm=t.max_grad_norm, max_tokens_per_micro_batch=t.max_tokens_per_micro_batch,
+                         reference_model="copy" if t.kl_coef > 0 else None)
+    generator = HFGenerator(copy.deepcopy(model), pad_token_id=tokenizer.pad_token_id)
+    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer))
+    state = TrainState()
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1]))
+    torch_rng = torch.Generator().manual_seed(cfg.seed)
+    if resume and latest is not None:
+        step, tensors, saved, _ = checkpoints.load(expected_metadata={"config_digest": digest})
+        engine.load_state_dict(unpack_engine_state(tensors, saved["engine"]))
+        restore_rng(saved["rng"], numpy=rng, torch_generator=torch_rng)
+        state = TrainState(iteration=step, best_score=saved["best_score"], best_iteration=saved["best_iteration"])
+        generator.load_policy_state(engine.policy_state_dict())
+        console.print(f"resumed from {latest} at iteration {step}")
+    logger = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if resume else None)
+    if not resume:
+        logger.log_params({"config_digest": digest, **_flat(cfg.model_dump(mode="json"))})
+    started = time.monotonic()
+    k = trainer.eval_settings.num_episodes
+    done_here = 0
+    columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[status]}"))
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(cfg.algorithm.preset, total=t.iterations, completed=state.iteration, status="")
+        while state.iteration < t.iterations:
+            it = state.iteration
+            metrics = trainer.iteration(it, rng, torch_rng)
+            state.iteration = it + 1
+            if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
+                eval_metrics, _ = trainer.evaluate()
+                metrics.update(eval_metrics)
+                score = headline(eval_metrics, trainer.game, k)
+                if score > state.best_score:
+                    state.best_score, state.best_iteration = score, state.iteration
+                    save_policy(_policy_copy(model, engine), tokenizer, out_dir / "best")
+            logger.log_metrics(state.iteration, metrics)
+            if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations:
+                _save(checkpoints, engine, state, rng, torch_rng, digest)
+            progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
+            done_here += 1
+            over_budget = t.time_budget_minutes and time.monotonic() - started > 60 * t.time_budget_minutes
+            if stop_after is not None and done_here >= stop_after:
+                logger.close()
+                return {"interrupted": True, "iteration": state.iteration, "headline": float("nan")}
+            if over_budget:
+                _save(checkpoints, engine, state, rng, torch_rng, digest)
+                console.print(f"time budget of {t.time_budget_minutes} min reached at iteration {state.iteration}")
+                break
+    final, _ = trainer.evaluate()
+    logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
+    logger.close()
+    summary = {
+        "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
+        "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),
+        "best_score": state.best_score, "best_iteration": state.best_iteration, "final_eval": final,
+        "config_digest": digest,
+    }
+    write_json_atomic(out_dir / "summary.json", summary)
+    return summary
+
+
+def _policy_copy(model: Any, engine: Any) -> Any:
+    snapshot = copy.deepcopy(model)
+    snapshot.load_state_dict(engine.policy_state_dict())
+    return snapshot
+
+
+def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
+          digest: str) -> None:
+    from mage_core.trainers.checkpoint import capture_rng, pack_engine_state
+
+    tensors, rest = pack_engine_state(engine.state_dict())
+    checkpoints.save(state.iteration, tensors, {
+        "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
+        "best_score": state.best_score, "best_iteration": state.best_iteration,
+    }, {"config_digest": digest})
+
+
+def _status(metrics: dict[str, float], game: str, k: int) -> str:
+    unit = "chips" if game == "kuhn_poker" else "success"
+    parts = []
+    train_key = f"train/rollout/all/{unit}_ep"
+    last = max((int(key.rsplit("ep", 1)[1]) for key in metrics if key.startswith(train_key)), default=None)
+    if last is not None:
+        parts.append(f"train {unit} ep{last} {metrics[f'{train_key}{last}']:+.3f}")
+    if f"eval/all/{unit}_ep{k}" in metrics:
+        parts.append(f"eval ep{k} {metrics[f'eval/all/{unit}_ep{k}']:+.3f}")
+    return "  ".join(parts)
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, name + "."))
+        else:
+            out[name] = value
+    return out
