@@ -1,0 +1,177 @@
+"""Does the CPU default learn to exploit? Train, then report on a fixed set.
+
+Usage::
+
+    python benchmarks/learn_kuhn.py --method mage --restart fresh --minutes 30
+    python benchmarks/learn_kuhn.py --method mage --restart same --minutes 30
+    python benchmarks/learn_kuhn.py --method gigpo --minutes 30
+    python benchmarks/learn_kuhn.py --game tic_tac_toe --method mage --minutes 30
+    python benchmarks/learn_kuhn.py --report-only artifacts/bench/kuhn_poker-mage-fresh
+
+Trains the embedded tiny Qwen3 (params.yaml, with the overrides below) for a
+wall-clock budget, keeps the best policy by the training-time evaluation, and
+evaluates it on a *different* fixed set (``--report-seed``) of
+``--per-pair`` meta-episodes per (opponent, seat), so selection does not bias
+the reported figures. Prints, per episode index: mean chips (Kuhn) or win and
+draw rates, Pass@k; for Kuhn the exploitation ratio (final-episode chips over
+the exact best-response value) per opponent and seat, and the population's
+final-episode chips against the exact ceilings (METHOD.md section 11). Writes
+the figures to ``<out>/report.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from mage_core.config import Config, load_config  # noqa: E402
+from mage_core.io.atomic import write_json_atomic  # noqa: E402
+
+console = Console()
+
+
+def configure(base: Config, game: str, method: str, restart: str, minutes: float, threads: int) -> Config:
+    data = base.model_dump(mode="json")
+    data["env"]["name"] = game
+    data["algorithm"] = {"preset": method}
+    data["rollout"]["restart"] = restart
+    data["rollout"]["early_stop"] = False  # all K episodes are played (the issue's protocol)
+    data["train"].update({"iterations": 100_000, "time_budget_minutes": minutes, "num_threads": threads})
+    data["tournament"] = {"matches": []}
+    from mage_core.config import parse_config
+
+    return parse_config(data, "benchmark overrides")
+
+
+def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int) -> tuple[dict[str, float], int]:
+    from mage_core.backends.hf import HFGenerator
+    from mage_core.policy.model import load_policy
+    from mage_core.stages.train import make_codec
+    from mage_core.trainers.meta_rl import MetaRLTrainer
+
+    model, tokenizer = load_policy(out / "best")
+    trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),  # type: ignore[arg-type]
+                            make_codec(tokenizer))
+    report_cfg = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"seed": seed})})
+    trainer.cfg = report_cfg
+    metrics, _ = trainer.evaluate(per_opponent_seat=per_pair)
+    return metrics, trainer.eval_settings.num_episodes
+
+
+def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
+    from mage_core.envs.kuhn_poker import analysis
+    from mage_core.opponents.population import Population
+    from mage_core.stages.kuhn_analyze import behaviour, population_ceilings, seat_mixes
+
+    settings = cfg.opponents.settings()
+    entries = cfg.population.entries("kuhn_poker")
+    table = Table(title="Kuhn Poker: chips per hand by episode index (fixed report set)")
+    for col in ["opponent / seat", *[f"ep{i}" for i in range(1, k + 1)], "best response", "exploitation ratio",
+                *[f"pass@{i}" for i in range(1, k + 1)]]:
+        table.add_column(col, justify="right")
+    figures: dict[str, float] = {}
+    for (name, seat), _ in sorted(Population(entries).probabilities().items()):
+        group = f"eval/{name}/{'first' if seat == 0 else 'second'}"
+        br = analysis.best_response([(1, behaviour(name, settings))], seat)[0]
+        final = metrics[f"{group}/chips_ep{k}"]
+        ratio = final / float(br)
+        figures[f"{group}/exploitation_ratio"] = ratio
+        table.add_row(group.removeprefix("eval/"), *[f"{metrics[f'{group}/chips_ep{i}']:+.3f}" for i in range(1, k + 1)],
+                      analysis.format_fraction(br), f"{ratio:.2f}",
+                      *[f"{metrics[f'{group}/pass@{i}']:.3f}" for i in range(1, k + 1)])
+    console.print(table)
+    ceilings = population_ceilings(seat_mixes(Population(entries), settings), k)[-1]
+    restart = cfg.rollout.restart
+    bayes = ceilings[f"Bayes K={k} {restart}"]
+    final = metrics[f"eval/all/chips_ep{k}"]
+    first = metrics["eval/all/chips_ep1"]
+    figures.update({
+        "population/final_chips": final, "population/first_chips": first,
+        "population/ceiling_bayes": float(bayes), "population/best_fixed": float(ceilings["best fixed strategy"]),
+        "population/ratio_to_ceiling": final / float(bayes),
+    })
+    summary = Table(title=f"Population average (restart {restart}, K={k})")
+    for col in ("figure", "value"):
+        summary.add_column(col)
+    summary.add_row("final-episode chips per hand", f"{final:+.4f}")
+    summary.add_row("first-episode chips per hand", f"{first:+.4f}")
+    summary.add_row("final beats first", "yes" if final > first else "NO")
+    summary.add_row("best non-adaptive strategy", analysis.format_fraction(Fraction(ceilings["best fixed strategy"])))
+    summary.add_row(f"Bayes-optimal ceiling ({restart})", analysis.format_fraction(Fraction(bayes)))
+    summary.add_row("ratio to ceiling", f"{final / float(bayes):.3f}")
+    console.print(summary)
+    return figures
+
+
+def ttt_table(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
+    table = Table(title="Tic-Tac-Toe: win (and win+draw) rate by episode index (fixed report set)")
+    table.add_column("opponent / seat")
+    for i in range(1, k + 1):
+        table.add_column(f"ep{i} win", justify="right")
+        table.add_column(f"ep{i} win+draw", justify="right")
+    figures: dict[str, float] = {}
+    groups = sorted({key.split("/")[1] + "/" + key.split("/")[2] for key in metrics
+                     if key.startswith("eval/") and not key.startswith("eval/all/")})
+    for g in [*groups, "all"]:
+        prefix = f"eval/{g}" if g != "all" else "eval/all"
+        cells = []
+        for i in range(1, k + 1):
+            win, draw = metrics[f"{prefix}/success_ep{i}"], metrics[f"{prefix}/draw_ep{i}"]
+            figures[f"{prefix}/win_or_draw_ep{i}"] = win + draw
+            cells += [f"{win:.3f}", f"{win + draw:.3f}"]
+        table.add_row(g, *cells)
+    console.print(table)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument("--game", default="kuhn_poker", choices=["kuhn_poker", "tic_tac_toe"])
+    parser.add_argument("--method", default="mage")
+    parser.add_argument("--restart", default="fresh", choices=["fresh", "same"])
+    parser.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--per-pair", type=int, default=2000, help="report meta-episodes per (opponent, seat)")
+    parser.add_argument("--report-seed", type=int, default=777_000_777)
+    parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
+    parser.add_argument("--report-only", metavar="DIR", help="skip training; report on DIR's best policy")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.report_only or args.out or ROOT / "artifacts" / "bench" / f"{args.game}-{args.method}-{args.restart}")
+    cfg = configure(load_config(args.params), args.game, args.method, args.restart, args.minutes, args.threads)
+    started = time.monotonic()
+    training: dict = {}
+    if not args.report_only:
+        from mage_core.stages.train import train
+
+        training = train(cfg, out)
+        console.print(f"trained {training['iterations']} iterations in {training['minutes']:.1f} min; best "
+                      f"training-time eval {training['best_score']:+.4f} at iteration {training['best_iteration']}")
+    metrics, k = evaluate_best(cfg, out, args.per_pair, args.report_seed)
+    figures = kuhn_tables(cfg, metrics, k) if args.game == "kuhn_poker" else ttt_table(cfg, metrics, k)
+    report = {
+        "game": args.game, "method": args.method, "restart": args.restart, "minutes_budget": args.minutes,
+        "threads": args.threads, "per_pair": args.per_pair, "report_seed": args.report_seed,
+        "training": {k_: v for k_, v in training.items() if k_ != "final_eval"},
+        "report_metrics": metrics, "figures": figures, "wall_minutes": (time.monotonic() - started) / 60,
+    }
+    write_json_atomic(out / "report.json", report)
+    console.print(f"report written to {out / 'report.json'}")
+    print(json.dumps(figures, indent=1, sort_keys=True)[:2000])
+
+
+if __name__ == "__main__":
+    main()
