@@ -41,13 +41,18 @@ from mage_core.io.atomic import write_json_atomic  # noqa: E402
 console = Console()
 
 
-def configure(base: Config, game: str, method: str, restart: str, minutes: float, threads: int) -> Config:
+def configure(base: Config, game: str, method: str, restart: str, minutes: float, threads: int,
+              iterations: int) -> Config:
     data = base.model_dump(mode="json")
     data["env"]["name"] = game
-    data["algorithm"] = {"preset": method}
+    # The method preset decides the algorithm; the profile's tuning knobs that the
+    # presets do not set (normalization) are kept.
+    data["algorithm"] = {"preset": method, "episode_norm": base.algorithm.episode_norm}
     data["rollout"]["restart"] = restart
     data["rollout"]["early_stop"] = False  # all K episodes are played (the protocol)
-    data["train"].update({"iterations": 100_000, "time_budget_minutes": minutes, "num_threads": threads})
+    # The learning-rate and entropy schedules run over `iterations`; the time budget
+    # may stop the run earlier.
+    data["train"].update({"iterations": iterations, "time_budget_minutes": minutes, "num_threads": threads})
     data["tournament"] = {"matches": []}
     from mage_core.config import parse_config
 
@@ -143,6 +148,7 @@ def main() -> None:
     parser.add_argument("--restart", default="fresh", choices=["fresh", "same"])
     parser.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--iterations", type=int, default=700, help="schedule length (the budget may stop earlier)")
     parser.add_argument("--per-pair", type=int, default=2000, help="report meta-episodes per (opponent, seat)")
     parser.add_argument("--report-seed", type=int, default=777_000_777)
     parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
@@ -151,7 +157,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     out = Path(args.report_only or args.out or ROOT / "artifacts" / "bench" / f"{args.game}-{args.method}-{args.restart}")
-    cfg = configure(load_config(args.params), args.game, args.method, args.restart, args.minutes, args.threads)
+    cfg = configure(load_config(args.params), args.game, args.method, args.restart, args.minutes, args.threads,
+                    args.iterations)
     started = time.monotonic()
     training: dict = {}
     if not args.report_only:

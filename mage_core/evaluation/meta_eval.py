@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -50,10 +50,15 @@ class _Tally:
 
 
 def summarize(metas: Sequence[MetaEpisode], num_episodes: int, reward_per_unit: float = 1.0,
-              unit: str = "reward") -> dict[str, float]:
+              unit: str = "reward", weights: Mapping[tuple[str, int], float] | None = None) -> dict[str, float]:
     """Metric keys ``<group>/<name>``: group is ``all`` or ``<opponent>/<seat>``;
     names ``{unit}_ep{k}``, ``success_ep{k}``, ``draw_ep{k}``, ``pass@{k}``
-    (k = 1..num_episodes), ``invalid_rate``, ``num_meta_episodes``."""
+    (k = 1..num_episodes), ``invalid_rate``, ``num_meta_episodes``.
+
+    ``weights`` (population probability of each (opponent, seat)) turns the
+    ``all`` group into the population-weighted average of the pairs, which is
+    what the exact ceilings refer to; without it ``all`` pools every
+    meta-episode (right for a batch already drawn from the population)."""
     tallies: dict[str, _Tally] = defaultdict(
         lambda: _Tally([[] for _ in range(num_episodes)], [[] for _ in range(num_episodes)],
                        [[] for _ in range(num_episodes)], []))
@@ -82,4 +87,18 @@ def summarize(metas: Sequence[MetaEpisode], num_episodes: int, reward_per_unit: 
                 out[f"{g}/success_ep{k + 1}"] = float(np.mean(t.success[k]))
                 out[f"{g}/draw_ep{k + 1}"] = float(np.mean(t.draw[k]))
             out[f"{g}/pass@{k + 1}"] = sum(f is not None and f <= k for f in t.first_success) / n
+    if weights:
+        _reweight_all(out, weights)
     return out
+
+
+def _reweight_all(out: dict[str, float], weights: Mapping[tuple[str, int], float]) -> None:
+    """Replace the pooled ``all/*`` rates by the weighted average over the pairs."""
+    pairs = {f"{o}/{SEAT_NAMES[s]}": w for (o, s), w in weights.items() if w > 0}
+    names = {key.split("/", 1)[1] for key in out if key.startswith("all/")} - {"num_meta_episodes"}
+    for name in names:
+        present = {g: w for g, w in pairs.items() if f"{g}/{name}" in out}
+        if not present:
+            continue
+        total = sum(present.values())
+        out[f"all/{name}"] = sum(w * out[f"{g}/{name}"] for g, w in present.items()) / total

@@ -32,6 +32,7 @@ class AdvantageSettings:
     grouping: Literal["stationary", "non_stationary"]
     gamma_step: float
     gamma_traj: float
+    episode_score: Literal["episode_reward", "return"] = "episode_reward"
 
 
 def episode_scores(rewards: np.ndarray, variant: str) -> np.ndarray:
@@ -62,7 +63,10 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
         key = group_key(spec.task_seed, spec.opponent, spec.agent_seat,
                         stationary=settings.grouping == "stationary")
         for d, r in zip(ds, ret):
-            score = per_episode[d.episode] if d.phase == "play" else 0.0
+            if settings.episode_score == "return":
+                score = float(r)  # the step return itself (REINFORCE-style credit, section 4)
+            else:
+                score = per_episode[d.episode] if d.phase == "play" else 0.0
             scores.append(float(score) - d.penalty)
             returns.append(float(r) - d.penalty)
             groups.append(key)

@@ -86,7 +86,7 @@ class MetaRLTrainer:
         self.advantage_settings = AdvantageSettings(
             reward_variant=algo.reward_variant, advantage=algo.advantage, episode_norm=algo.episode_norm,
             step_weight=algo.step_weight, anchor=algo.anchor, grouping=algo.grouping,
-            gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj)
+            gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj, episode_score=algo.episode_score)
         self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
         # Single-episode baselines are evaluated over K attempts without memory
         # (METHOD.md section 9); meta-RL methods with their own K and memory.
@@ -197,7 +197,8 @@ class MetaRLTrainer:
                                   max_new_tokens=self.cfg.policy.max_new_tokens)
         run_meta_episodes(metas, self.actor(sampling), torch.Generator().manual_seed(e.seed))
         unit_scale, unit = reward_unit(self.cfg, self.game)
-        summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit)
+        weights = self.population.probabilities() if self.population is not None else None
+        summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, weights)
         return {f"eval/{k}": v for k, v in summary.items()}, metas
 
 

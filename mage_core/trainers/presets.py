@@ -22,6 +22,7 @@ _MAGE: dict[str, Any] = {
     "group_size": 8,
     "gamma_step": 0.95,
     "gamma_traj": 0.6,
+    "episode_score": "episode_reward",
 }
 #: Single-episode RL baselines: one episode per sample, groups of 24 so that a
 #: step sees as many trajectories as MAGE's 8 x 3 (METHOD.md section 6); they

@@ -78,6 +78,7 @@ class AlgorithmConfig(Strict):
     group_size: Annotated[int, Field(ge=2)]
     gamma_step: Probability
     gamma_traj: Probability
+    episode_score: Literal["episode_reward", "return"]
 
     @model_validator(mode="before")
     @classmethod

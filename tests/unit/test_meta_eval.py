@@ -60,3 +60,13 @@ def test_evaluation_set_is_fixed_and_covers_every_pair() -> None:
     assert {(s.opponent, s.agent_seat) for s in a} == {(o, s) for o in ("conservative", "aggressive",
                                                                         "intermediate") for s in (0, 1)}
     assert len({s.task_seed for s in a}) == 30
+
+
+def test_population_weights_reweight_the_all_group() -> None:
+    metas = [finished("a", 0, [W], [10]), finished("b", 1, [L], [-10]), finished("b", 1, [L], [-10])]
+    pooled = summarize(metas, 1)
+    weighted = summarize(metas, 1, weights={("a", 0): 0.75, ("b", 1): 0.25})
+    assert pooled["all/success_ep1"] == pytest.approx(1 / 3)
+    assert weighted["all/success_ep1"] == pytest.approx(0.75)
+    assert weighted["all/reward_ep1"] == pytest.approx(0.75 * 10 - 0.25 * 10)
+    assert weighted["all/num_meta_episodes"] == 3
