@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mage_core.config import Config, ConfigError, load_config
 from mage_core.io.atomic import write_json_atomic
+from mage_core.io.dotted import flatten
 from mage_core.tracking.jsonl import JsonlLogger
 from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline
 
@@ -145,7 +146,7 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
         console.print(f"resumed from {latest} at iteration {step}")
     logger = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if resume else None)
     if not resume:
-        logger.log_params({"config_digest": digest, **_flat(cfg.model_dump(mode="json"))})
+        logger.log_params({"config_digest": digest, **flatten(cfg.model_dump(mode="json"))})
     started = time.monotonic()
     k = trainer.eval_settings.num_episodes
     done_here = 0
@@ -217,14 +218,3 @@ def _status(metrics: dict[str, float], game: str, k: int) -> str:
     if f"eval/all/{unit}_ep{k}" in metrics:
         parts.append(f"eval ep{k} {metrics[f'eval/all/{unit}_ep{k}']:+.3f}")
     return "  ".join(parts)
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, name + "."))
-        else:
-            out[name] = value
-    return out

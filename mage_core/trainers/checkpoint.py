@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from mage_core.io.atomic import write_text_atomic
+from mage_core.io.dotted import flatten
 
 FORMAT_VERSION = 1
 POINTER = "latest"
@@ -320,23 +321,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def metadata_differences(stored: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
     """Human-readable differences at the dotted keys of ``expected``."""
-    have = _flatten(stored)
+    have = flatten(stored)
     expected = json.loads(json.dumps(dict(expected)))  # as stored: tuples become lists
     problems = []
-    for key, want in sorted(_flatten(expected).items()):
+    for key, want in sorted(flatten(expected).items()):
         if key not in have:
             problems.append(f"{key}: missing in the checkpoint (expected {want!r})")
         elif have[key] != want:
