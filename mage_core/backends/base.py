@@ -154,6 +154,10 @@ class TrainEngine(Protocol):
         """The policy weights, for weight sync to a Generator."""
         ...
 
+    def set_learning_rate(self, learning_rate: float) -> None:
+        """The optimizer's rate from the next step on (the trainer's schedule)."""
+        ...
+
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: policy, reference, optimizer, step count."""
         ...

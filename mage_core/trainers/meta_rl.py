@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -43,8 +43,6 @@ class TrainState:
     """What a checkpoint must restore besides the engine."""
 
     iteration: int = 0
-    rng_state: dict[str, Any] = field(default_factory=dict)
-    torch_rng_state: torch.Tensor | None = None
     best_score: float = -math.inf
     best_iteration: int = -1
 
@@ -76,7 +74,8 @@ def reward_unit(cfg: Config, game: str) -> tuple[float, str]:
 
 
 class MetaRLTrainer:
-    def __init__(self, cfg: Config, engine: TrainEngine, generator: Generator, codec: TokenCodec) -> None:
+    def __init__(self, cfg: Config, engine: TrainEngine | None, generator: Generator, codec: TokenCodec) -> None:
+        """``engine`` may be None for evaluation only."""
         self.cfg = cfg
         self.game = cfg.env.name
         self.engine = engine
@@ -142,11 +141,13 @@ class MetaRLTrainer:
 
     def iteration(self, it: int, rng: np.random.Generator, torch_rng: torch.Generator) -> dict[str, float]:
         t = self.cfg.train
+        if self.engine is None:
+            raise RuntimeError("this trainer was built for evaluation only (no TrainEngine)")
         started = time.perf_counter()
         fraction = it / max(t.iterations - 1, 1)
         lr = t.learning_rate * (1 - 0.9 * fraction) if t.lr_schedule == "linear_decay" else t.learning_rate
         entropy_coef = t.entropy_coef + (t.entropy_coef_final - t.entropy_coef) * fraction
-        self.engine.set_learning_rate(lr)  # type: ignore[attr-defined]
+        self.engine.set_learning_rate(lr)
 
         metas = self.build(self.sample_specs(rng), self.train_settings)
         run_meta_episodes(metas, self.actor(self.train_sampling()), torch_rng)
