@@ -15,8 +15,22 @@ Log-probabilities (used for old/reference log-probs and inside ``step``):
   log-probabilities given the prompt; the choice's log-probability is the
   log-softmax of the scores over the sample's candidates, the entropy that of
   this softmax. When every candidate of a sample is one token, the sample is
-  a single row (the prompt) read at its last position; otherwise one row per
+  read at one position: the last of its prompt; otherwise one row per
   (prompt, candidate).
+
+Prefix packing (``pack_prefixes``, on by default): the decisions of one
+meta-episode share an append-only context, so each decision's prompt is a
+prefix of the next one's. Single-token constrained samples whose prompt is a
+prefix of another such sample's prompt in the same micro-batch are read from
+that longer prompt's row, at position len(prompt) - 1: with causal attention
+and positions counted from 0 in every row (right padding only), the logits
+there are those of the prompt alone. A meta-episode of k decisions then costs
+one row instead of k rows of growing length. The grouping sorts the prompts,
+so it does not depend on the order of the samples (a shuffled mini-batch
+packs as well as an ordered batch), and the token budget counts a packed row
+once. Only the hidden states at the queried positions go through the output
+layer, so a packed row does not hold logits (vocabulary-wide) for all of its
+positions.
 
 A free sample contributes len(response) tokens to the token-mean, a
 constrained one exactly one. Samples are packed into micro-batches by a token
@@ -68,12 +82,18 @@ class _Plan:
     max_candidates: int = 0
 
 
+def _single_token(sample: Sample) -> bool:
+    """A constrained sample whose candidates are all one token: one query, at the
+    prompt's last position (packable into a longer prompt's row)."""
+    return sample.candidates is not None and all(len(c) == 1 for c in sample.candidates)
+
+
 def _rows_of(sample: Sample) -> list[list[int]]:
     # The last token of a continuation is only a target, never an input.
     if sample.response is not None:
         return [sample.prompt + sample.response[:-1]]
     assert sample.candidates is not None
-    if all(len(c) == 1 for c in sample.candidates):
+    if _single_token(sample):
         return [list(sample.prompt)]
     return [sample.prompt + c[:-1] for c in sample.candidates]
 
@@ -89,22 +109,61 @@ def num_tokens(sample: Sample) -> int:
     return len(sample.response) if sample.response is not None else 1
 
 
-def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[int]]:
+def prefix_groups(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Indices of ``prompts`` grouped so that every prompt of a group is a prefix
+    of the group's last prompt (its longest; the row the group is read from).
+
+    Sorted lexicographically, the prompts that extend a prompt p form a block
+    right after p; so p is a prefix of some other prompt exactly when it is a
+    prefix of its successor, and walking the sorted list, a group ends at the
+    first prompt that is not a prefix of the next one. That gives the fewest
+    rows (one per prompt that no other prompt extends) whatever the input
+    order; equal prompts share a row. Groups come in sorted order."""
+    order = sorted(range(len(prompts)), key=lambda i: (tuple(prompts[i]), i))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    for k, i in enumerate(order):
+        current.append(i)
+        nxt = prompts[order[k + 1]] if k + 1 < len(order) else None
+        p = prompts[i]
+        if nxt is None or len(nxt) < len(p) or list(nxt[: len(p)]) != list(p):
+            groups.append(current)
+            current = []
+    return groups
+
+
+def _units(samples: Sequence[Sample], pack_prefixes: bool) -> list[tuple[list[int], int, int]]:
+    """What goes into a micro-batch together: (sample indices, rows, longest row).
+    A packed group of single-token constrained samples is one unit of one row;
+    every other sample is a unit of its own."""
+    packed = [i for i, s in enumerate(samples) if pack_prefixes and _single_token(s)]
+    units: list[tuple[list[int], int, int]] = []
+    for i, s in enumerate(samples):
+        if not (pack_prefixes and _single_token(s)):
+            units.append(([i], *_cost(s)))
+    for group in prefix_groups([samples[i].prompt for i in packed]):
+        members = sorted(packed[g] for g in group)
+        units.append((members, 1, len(samples[packed[group[-1]]].prompt)))
+    return units
+
+
+def micro_batches(samples: Sequence[Sample], max_tokens: int, pack_prefixes: bool = True) -> list[list[int]]:
     """Indices of ``samples`` packed into micro-batches of at most ``max_tokens``
     padded tokens (rows x longest row). Sorted by length first so that rows of
-    similar length share a micro-batch (less padding); a sample larger than the
-    budget goes alone."""
-    costs = [_cost(s) for s in samples]
-    order = sorted(range(len(samples)), key=lambda i: (costs[i][1], i), reverse=True)
+    similar length share a micro-batch (less padding); a unit larger than the
+    budget goes alone. With ``pack_prefixes`` a prefix group (see
+    ``prefix_groups``) is kept in one micro-batch and counted as its one row."""
+    units = _units(samples, pack_prefixes)
+    order = sorted(range(len(units)), key=lambda u: (units[u][2], units[u][0][0]), reverse=True)
     batches: list[list[int]] = []
     current: list[int] = []
     rows = longest = 0
-    for i in order:
-        n, length = costs[i]
+    for u in order:
+        members, n, length = units[u]
         if current and (rows + n) * max(longest, length) > max_tokens:
             batches.append(current)
             current, rows, longest = [], 0, 0
-        current.append(i)
+        current += members
         rows += n
         longest = max(longest, length)
     if current:
@@ -112,7 +171,7 @@ def micro_batches(samples: Sequence[Sample], max_tokens: int) -> list[list[int]]
     return batches
 
 
-def _plan(samples: Sequence[Sample]) -> _Plan:
+def _plan(samples: Sequence[Sample], pack_prefixes: bool = True) -> _Plan:
     plan = _Plan()
     candidate_samples: list[Sample] = []
     for s in samples:
@@ -129,6 +188,16 @@ def _plan(samples: Sequence[Sample]) -> _Plan:
         else:
             plan.layout.append(("constrained", len(candidate_samples)))
             candidate_samples.append(s)
+    # Single-token samples read from the row of their prefix group (a group of
+    # one without packing); a group's row is added when its first member comes.
+    singles = [k for k, s in enumerate(candidate_samples) if _single_token(s)]
+    groups = (prefix_groups([candidate_samples[k].prompt for k in singles]) if pack_prefixes
+              else [[g] for g in range(len(singles))])
+    group_of: dict[int, int] = {}  # constrained-table row -> its group
+    for g, group in enumerate(groups):
+        for m in group:
+            group_of[singles[m]] = g
+    group_row: dict[int, int] = {}  # group -> its row in plan.rows
     # Candidate tokens come after all free tokens, so that the free part of the
     # token gathers is one contiguous block.
     plan.cand_tok_start = len(plan.tok_q)
@@ -138,11 +207,14 @@ def _plan(samples: Sequence[Sample]) -> _Plan:
         p = len(s.prompt)
         plan.choices.append(s.choice)
         plan.max_candidates = max(plan.max_candidates, len(s.candidates))
-        single = all(len(c) == 1 for c in s.candidates)
-        if single:  # one row, one query: the next-token distribution after the prompt
-            plan.rows.append(list(s.prompt))
+        single = row_in_table in group_of
+        if single:  # one query: the next-token distribution after the prompt
+            g = group_of[row_in_table]
+            if g not in group_row:
+                group_row[g] = len(plan.rows)
+                plan.rows.append(list(candidate_samples[singles[groups[g][-1]]].prompt))
             q = len(plan.q_row)
-            plan.q_row.append(len(plan.rows) - 1)
+            plan.q_row.append(group_row[g])
             plan.q_pos.append(p - 1)
         for j, cand in enumerate(s.candidates):
             if not single:
@@ -161,16 +233,51 @@ def _plan(samples: Sequence[Sample]) -> _Plan:
     return plan
 
 
+def _query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
+                  q_pos: torch.Tensor) -> torch.Tensor:
+    """The model's logits at (q_row[q], q_pos[q]) for every query q: [Q, V].
+
+    Only the queried hidden states go through the output layer (a pre-hook on
+    ``get_output_embeddings()`` gathers them): a packed row has queries spread
+    over its length, and logits for all of its positions would cost rows x
+    length x vocab memory for a real vocabulary. What the model's forward does
+    to the logits after that layer (e.g. soft-capping) is elementwise and still
+    applies. A model without an output-embeddings module falls back to
+    ``logits_to_keep`` (all positions from the earliest query on)."""
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if get_head is not None else None
+    if head is None:
+        first = int(q_pos.min())
+        out = model(input_ids=ids, use_cache=False, logits_to_keep=ids.shape[1] - first)
+        return out.logits[q_row, q_pos - first]
+
+    def gather(module: torch.nn.Module, args: tuple) -> tuple:
+        hidden = args[0]
+        if tuple(hidden.shape[:2]) != tuple(ids.shape):
+            raise RuntimeError(f"evaluate_samples: the output layer of {type(model).__name__} got hidden states "
+                               f"of shape {tuple(hidden.shape)}, expected ({ids.shape[0]}, {ids.shape[1]}, hidden); "
+                               "this model's forward does not apply get_output_embeddings() to all positions")
+        return (hidden[q_row, q_pos].unsqueeze(0), *args[1:])
+
+    handle = head.register_forward_pre_hook(gather)
+    try:
+        out = model(input_ids=ids, use_cache=False)
+    finally:
+        handle.remove()
+    return out.logits[0]
+
+
 def evaluate_samples(
-    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """One forward pass over a micro-batch: per-sample log-probs and entropies.
 
     Returns (logps, entropies): free sample -> [len(response)] each; constrained
     sample -> [1] each. Differentiable (call under ``torch.no_grad()`` to score).
-    Computed in float32 whatever the model's dtype.
+    Computed in float32 whatever the model's dtype. ``pack_prefixes``: see the
+    module docstring.
     """
-    plan = _plan(samples)
+    plan = _plan(samples, pack_prefixes)
     device = next(model.parameters()).device
     length = max(len(r) for r in plan.rows)
     ids = torch.zeros((len(plan.rows), length), dtype=torch.long)  # right padding; pad id irrelevant
@@ -179,12 +286,8 @@ def evaluate_samples(
     # No attention mask: with right padding and causal attention a real token
     # only ever attends to earlier, real tokens, so the mask would change nothing
     # we read, and without it torch takes its faster plain-causal path.
-    # Only positions from the earliest query on need logits (memory: rows x kept x vocab).
-    first = min(plan.q_pos)
-    out = model(input_ids=ids.to(device), use_cache=False, logits_to_keep=length - first)
-    q_row = torch.tensor(plan.q_row, device=device)
-    q_pos = torch.tensor(plan.q_pos, device=device) - first
-    query_logits = out.logits[q_row, q_pos].float()  # [Q, V]
+    query_logits = _query_logits(model, ids.to(device), torch.tensor(plan.q_row, device=device),
+                                 torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
     query_logp = torch.log_softmax(query_logits, dim=-1)  # [Q, V]
     tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
                           torch.tensor(plan.tok_target, device=device)]  # [T]
@@ -242,6 +345,9 @@ class TorchEngine:
     ``reference_model``: None (no KL; ``logprobs(policy="reference")`` raises),
     "copy" (a frozen deepcopy of the initial policy) or a module to use as is
     (frozen here). ``max_grad_norm`` None or <= 0 disables clipping.
+    ``pack_prefixes``: read single-token constrained samples whose prompt is a
+    prefix of another's from that longer row (module docstring); False gives
+    every sample its own row(s) (same results up to float rounding).
     """
 
     def __init__(
@@ -253,6 +359,7 @@ class TorchEngine:
         max_grad_norm: float | None = 1.0,
         max_tokens_per_micro_batch: int = 16384,
         reference_model: None | str | torch.nn.Module = None,
+        pack_prefixes: bool = True,
     ) -> None:
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
@@ -273,6 +380,7 @@ class TorchEngine:
             self.reference.requires_grad_(False)
         self.max_grad_norm = max_grad_norm
         self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
+        self.pack_prefixes = pack_prefixes
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=learning_rate, betas=betas,
                                            weight_decay=weight_decay)
@@ -301,8 +409,8 @@ class TorchEngine:
         model = self._model(policy)
         logps: list[torch.Tensor | None] = [None] * len(samples)
         entropies: list[torch.Tensor | None] = [None] * len(samples)
-        for batch in micro_batches(samples, self.max_tokens_per_micro_batch):
-            lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy)
+        for batch in micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes):
+            lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy, self.pack_prefixes)
             for k, i in enumerate(batch):
                 logps[i] = lp[k].detach().cpu()
                 if ent is not None:
@@ -358,9 +466,10 @@ class TorchEngine:
         if ref_logprobs is not None:
             sums["kl"] = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        for batch in micro_batches(samples, self.max_tokens_per_micro_batch):
+        for batch in micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes):
             part = [samples[i] for i in batch]
-            logps, entropies = evaluate_samples(self.model, part, with_entropy=True)
+            logps, entropies = evaluate_samples(self.model, part, with_entropy=True,
+                                                pack_prefixes=self.pack_prefixes)
             assert entropies is not None
             logp = torch.cat(logps)  # [n_m]
             entropy = torch.cat(entropies)  # [n_m]

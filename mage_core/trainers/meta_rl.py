@@ -158,13 +158,17 @@ class MetaRLTrainer:
         ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
         loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
                             kl_estimator=t.kl_estimator)
+        # Mini-batches of whole meta-episodes: their prompts are prefix chains that
+        # the engine packs into one row each (TorchEngine pack_prefixes).
+        bounds = np.cumsum([0] + [len(m.decisions) for m in metas])
+        assert bounds[-1] == len(samples)
         step_metrics: list[dict[str, float]] = []
         for _ in range(t.ppo_epochs):
-            order = rng.permutation(len(samples))
-            for chunk in np.array_split(order, t.mini_batches_per_epoch):
-                if len(chunk) == 0:
+            meta_order = rng.permutation(len(metas))
+            for chunk in np.array_split(meta_order, t.mini_batches_per_epoch):
+                idx = [i for k in chunk for i in range(int(bounds[k]), int(bounds[k + 1]))]
+                if not idx:
                     continue
-                idx = [int(i) for i in chunk]
                 step_metrics.append(self.engine.step(
                     [samples[i] for i in idx], [old[i] for i in idx],
                     [ref[i] for i in idx] if ref is not None else None, loss))

@@ -15,7 +15,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from mage_core.backends.base import LossSettings, Sample, TrainEngine
-from mage_core.backends.torch_engine import TorchEngine, micro_batches
+from mage_core.backends.torch_engine import TorchEngine, _plan, micro_batches, prefix_groups
 
 pytestmark = pytest.mark.unit
 torch.set_num_threads(1)
@@ -86,6 +86,147 @@ def test_logprobs_match_per_sample_forward(budget: int) -> None:
     # logprobs() is the same numbers
     for a, b in zip(engine.logprobs(samples), logps):
         assert torch.equal(a, b)
+
+
+def chain_samples(seed: int = 3) -> list[Sample]:
+    """Meta-episode-like batch: chains of single-token constrained samples whose
+    prompts grow append-only (each a prefix of the next), mixed with samples that
+    must keep their own rows: a free one and a multi-token constrained one on a
+    chain's prompt, an unrelated single-token one breaking a chain in the given
+    order, and a chain forking (two extensions of one prompt, neither a prefix of
+    the other)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def ints(k: int) -> list[int]:
+        return torch.randint(1, VOCAB, (k,), generator=g).tolist()
+
+    def choice(prompt: list[int], n: int = 2) -> Sample:
+        return Sample(prompt=list(prompt), advantage=float(torch.randn(1, generator=g)),
+                      candidates=[[t] for t in ints(n)], choice=n - 1)
+
+    out = []
+    for m in range(5):
+        prompt = [1, 2, 3, 10 + m % 3]  # meta-episodes 0 and 3 start alike: their first prompts are equal
+        for d in range(3 + m % 3):
+            out.append(choice(prompt, 2 + d % 2))
+            if m == 1 and d == 1:  # breaks the chain in the given order
+                out.append(choice(ints(6)))
+            if m == 2 and d == 0:  # own rows whatever their prompts
+                out.append(Sample(prompt=list(prompt), advantage=0.5, response=ints(3)))
+                out.append(Sample(prompt=list(prompt), advantage=-0.5, candidates=[ints(2), ints(1)], choice=0))
+            prompt = prompt + ints(int(torch.randint(2, 5, (1,), generator=g)))
+        if m == 4:  # a fork: a sibling of the last prompt
+            out.append(choice(out[-1].prompt[:-1] + [out[-1].prompt[-1] % (VOCAB - 1) + 1]))
+    return out
+
+
+def test_prefix_groups_cover_all_with_the_fewest_rows() -> None:
+    prompts = [[1, 2], [5], [1, 2, 3], [1, 2, 3, 4], [1, 2, 3, 9], [1, 2], [1], [5, 6, 7], [2]]
+    for order in ([*range(9)], [8, 3, 0, 6, 2, 7, 4, 1, 5]):
+        groups = prefix_groups([prompts[i] for i in order])
+        groups = [[order[k] for k in group] for group in groups]
+        assert sorted(i for group in groups for i in group) == list(range(9))
+        for group in groups:
+            row = prompts[group[-1]]
+            assert all(row[: len(prompts[i])] == prompts[i] for i in group)
+        # one row per prompt that no other prompt extends: [1,2,3,4], [1,2,3,9], [5,6,7], [2]
+        assert sorted(tuple(prompts[group[-1]]) for group in groups) == [(1, 2, 3, 4), (1, 2, 3, 9), (2,), (5, 6, 7)]
+    assert prefix_groups([]) == []
+
+
+def packed_rows(samples: list[Sample], pack: bool) -> int:
+    return len(_plan(samples, pack).rows)
+
+
+@pytest.mark.equivalence
+@pytest.mark.parametrize("budget", [1, 40, 10**6])
+def test_prefix_packing_matches_per_sample_forward(budget: int) -> None:
+    model = tiny_model()
+    samples = chain_samples()
+    packed = TorchEngine(model, 1e-3, max_tokens_per_micro_batch=budget)
+    plain = TorchEngine(model, 1e-3, max_tokens_per_micro_batch=budget, pack_prefixes=False)
+    if budget == 10**6:  # packing does happen: 5 meta-episodes, 1 fork, 1 stray, 2 own rows + 2 candidate rows
+        assert packed_rows(samples, True) == 5 + 1 + 1 + 1 + 2 < packed_rows(samples, False) == len(samples) + 1
+    logps, entropies = packed.score_samples(samples)
+    plain_logps, plain_entropies = plain.score_samples(samples)
+    assert entropies is not None and plain_entropies is not None
+    for s, lp, ent, lp0, ent0 in zip(samples, logps, entropies, plain_logps, plain_entropies):
+        want_lp, want_ent = reference_logprobs(model, s)
+        assert lp.shape == want_lp.shape
+        assert (lp.double() - want_lp).abs().max().item() < 1e-5
+        assert (ent.double() - want_ent).abs().max().item() < 1e-5
+        assert (lp - lp0).abs().max().item() < 1e-5 and (ent - ent0).abs().max().item() < 1e-5
+    # the grouping does not depend on the order of the samples (a shuffled mini-batch packs too)
+    perm = torch.randperm(len(samples), generator=torch.Generator().manual_seed(0)).tolist()
+    shuffled = packed.logprobs([samples[i] for i in perm])
+    for k, i in enumerate(perm):
+        assert (shuffled[k] - logps[i]).abs().max().item() < 1e-5
+
+
+def test_micro_batches_keep_prefix_groups_whole_and_count_them_once() -> None:
+    samples = chain_samples() + mixed_samples(9)
+    for budget in (1, 30, 100, 10**6):
+        batches = micro_batches(samples, budget)
+        assert sorted(i for b in batches for i in b) == list(range(len(samples)))
+        for b in batches:
+            part = [samples[i] for i in b]
+            rows = _plan(part).rows
+            # no group is split: re-grouping inside the micro-batch finds no more rows than it was
+            # counted for; a unit over the budget (one sample or one packed row) goes alone
+            assert len(rows) == 1 or len(b) == 1 or len(rows) * max(len(r) for r in rows) <= budget
+    assert len(micro_batches(samples, 10**6)) == 1
+    unpacked = micro_batches(samples, 1, pack_prefixes=False)
+    assert len(unpacked) == len(samples) > len(micro_batches(samples, 1))
+
+
+@pytest.mark.equivalence
+def test_packed_step_matches_the_unpacked_step() -> None:
+    base = tiny_model()
+    packed = TorchEngine(copy.deepcopy(base), 1e-3, max_grad_norm=0.5, max_tokens_per_micro_batch=60,
+                         reference_model="copy")
+    plain = TorchEngine(copy.deepcopy(base), 1e-3, max_grad_norm=0.5, max_tokens_per_micro_batch=60,
+                        reference_model="copy", pack_prefixes=False)
+    samples = chain_samples()
+    loss = LossSettings(clip_ratio=0.2, entropy_coef=0.01, kl_coef=0.1)
+    ref = plain.logprobs(samples, policy="reference")
+    old = [lp + 0.3 * torch.randn(lp.shape, generator=torch.Generator().manual_seed(i))
+           for i, lp in enumerate(plain.logprobs(samples))]
+    shuffled = torch.randperm(len(samples), generator=torch.Generator().manual_seed(1)).tolist()
+    for order in (list(range(len(samples))), shuffled):
+        part, part_old, part_ref = [samples[i] for i in order], [old[i] for i in order], [ref[i] for i in order]
+        m_packed = packed.step(part, part_old, part_ref, loss)
+        m_plain = plain.step(part, part_old, part_ref, loss)
+        assert 0 < m_plain["clip_frac"] < 1
+        for key in m_plain:
+            assert m_packed[key] == pytest.approx(m_plain[key], abs=1e-6, rel=1e-5), key
+        for (name, a), b in zip(packed.model.named_parameters(), plain.model.parameters()):
+            torch.testing.assert_close(a, b, atol=2e-6, rtol=0, msg=name)
+    # and the plain path itself is the plain reference update (one step, fresh copies)
+    model, by_hand = copy.deepcopy(base), copy.deepcopy(base)
+    TorchEngine(model, 1e-3, max_grad_norm=0.5).step(samples, old, ref, loss)
+    reference_update(by_hand, samples, old, ref, loss, lr=1e-3, max_grad_norm=0.5)
+    for (name, a), b in zip(model.named_parameters(), by_hand.parameters()):
+        torch.testing.assert_close(a, b, atol=2e-6, rtol=0, msg=name)
+
+
+class _NoOutputEmbeddings(torch.nn.Module):
+    """A causal LM that does not expose its output layer (the logits_to_keep fallback)."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, **kwargs):  # noqa: ANN003, ANN201
+        return self.inner(**kwargs)
+
+
+def test_models_without_output_embeddings_score_the_same() -> None:
+    model = tiny_model()
+    samples = chain_samples() + mixed_samples(6)
+    want = TorchEngine(model, 1e-3).logprobs(samples)
+    got = TorchEngine(_NoOutputEmbeddings(model), 1e-3).logprobs(samples)
+    for a, b in zip(got, want):
+        assert (a - b).abs().max().item() < 1e-5
 
 
 def test_constrained_choice_logprob_is_log_softmax_over_candidates() -> None:
