@@ -33,6 +33,7 @@ class AdvantageSettings:
     gamma_step: float
     gamma_traj: float
     episode_score: Literal["episode_reward", "return"] = "episode_reward"
+    episode_baseline: Literal["group", "group_and_episode"] = "group"
 
 
 def episode_scores(rewards: np.ndarray, variant: str) -> np.ndarray:
@@ -69,7 +70,10 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
                 score = per_episode[d.episode] if d.phase == "play" else 0.0
             scores.append(float(score) - d.penalty)
             returns.append(float(r) - d.penalty)
-            groups.append(key)
+            # "group_and_episode" (an option beyond the paper): baselines per episode
+            # index, so that later episodes' systematically different scores do not
+            # shift their advantages (it also splits anchor clusters by episode).
+            groups.append(key if settings.episode_baseline == "group" else (*key, d.episode))
             anchors.append(anchor_key(d.anchor, d.episode, spec.opponent,
                                       global_anchor=settings.anchor == "global",
                                       stationary=settings.grouping == "stationary"))

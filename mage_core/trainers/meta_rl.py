@@ -85,7 +85,8 @@ class MetaRLTrainer:
         self.advantage_settings = AdvantageSettings(
             reward_variant=algo.reward_variant, advantage=algo.advantage, episode_norm=algo.episode_norm,
             step_weight=algo.step_weight, anchor=algo.anchor, grouping=algo.grouping,
-            gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj, episode_score=algo.episode_score)
+            gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj, episode_score=algo.episode_score,
+            episode_baseline=algo.episode_baseline)
         self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
         # Single-episode baselines are evaluated over K attempts without memory
         # (METHOD.md section 9); meta-RL methods with their own K and memory.

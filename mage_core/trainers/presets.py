@@ -23,6 +23,7 @@ _MAGE: dict[str, Any] = {
     "gamma_step": 0.95,
     "gamma_traj": 0.6,
     "episode_score": "episode_reward",
+    "episode_baseline": "group",
 }
 #: Single-episode RL baselines: one episode per sample, groups of 24 so that a
 #: step sees as many trajectories as MAGE's 8 x 3 (METHOD.md section 6); they

@@ -79,6 +79,7 @@ class AlgorithmConfig(Strict):
     gamma_step: Probability
     gamma_traj: Probability
     episode_score: Literal["episode_reward", "return"]
+    episode_baseline: Literal["group", "group_and_episode"]
 
     @model_validator(mode="before")
     @classmethod

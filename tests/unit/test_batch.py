@@ -71,3 +71,14 @@ def test_unfinished_meta_episodes_are_refused() -> None:
                        encode=lambda t: [1], encode_action=lambda t: [2])
     with pytest.raises(ValueError, match="finished"):
         build_samples([meta], MAGE)
+
+
+def test_per_episode_baselines_option() -> None:
+    # episode_baseline "group_and_episode": baselines (and anchor clusters) per episode index.
+    # Hand 1: scores -5 (folder) and +10 (caller), mean 2.5; hands 2-3: all zero.
+    seed = seed_dealing_king()
+    settings = AdvantageSettings("differential", "gigpo", "mean_norm", 1.0, "global", "stationary", 0.95, 0.6,
+                                 episode_baseline="group_and_episode")
+    samples = build_samples([scripted("PASS", seed), scripted("BET", seed)], settings)
+    expected = [2 * (-5 - 2.5), 0, 0, 2 * (10 - 2.5), 0, 0]
+    assert [s.advantage for s in samples] == pytest.approx(expected)
