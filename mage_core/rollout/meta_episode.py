@@ -123,7 +123,11 @@ class MetaEpisode:
 
     def __post_init__(self) -> None:
         seat = self.spec.agent_seat if self.spec.opponent is not None else None
-        self.context = ContextState(self.spec.game, seat, self.settings.num_episodes)
+        # Without memory every episode is an independent attempt and must read
+        # exactly like a lone first episode (how single-episode baselines are
+        # trained), so the context never counts earlier episodes.
+        shown = 1 if self.settings.memory == "none" else self.settings.num_episodes
+        self.context = ContextState(self.spec.game, seat, shown)
         self._phase: Phase = "play"
         self._turn = 0
         self._episode_rewards: list[float] = []
@@ -208,7 +212,8 @@ class MetaEpisode:
         # A structured summary stands in for a generated reflection (small models,
         # DESIGN.md "The embedded default"): the episode's final state and result.
         summary = final if s.reflections == "summary" else None
-        self.context.memory.append(EpisodeMemory(trajectory, success, summary))
+        if s.memory != "none":
+            self.context.memory.append(EpisodeMemory(trajectory, success, summary))
         last = len(self.episodes) == s.num_episodes
         if last or (s.early_stop and success):
             self.done = True

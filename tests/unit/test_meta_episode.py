@@ -125,3 +125,17 @@ def test_ttt_and_sokoban_meta_episodes_run_to_the_end() -> None:
         play(meta, lambda texts: int(rng.integers(len(texts))))
         assert len(meta.episodes) == 3
         assert all(d.candidate_ids is not None for d in meta.decisions)
+
+
+def test_attempts_without_memory_read_like_lone_first_episodes() -> None:
+    # Single-episode baselines are evaluated over K attempts without reflection:
+    # each attempt's prompt must look exactly like training's single episode.
+    s = meta_settings(Config(), "kuhn_poker", 3, reflect=False)
+    assert s.memory == "none"
+    meta = build(Case("kuhn_poker", "aggressive", 1), MetaSettings(**{**s.__dict__, "restart": "same"}), seed=3)
+    prompts = play(meta, lambda texts: texts.index("PASS"))
+    assert len(meta.episodes) == 3
+    assert len(set(prompts)) == 1 and prompts[0].startswith("kuhn second | ep 1 : ")
+    paper = MetaSettings(**{**s.__dict__, "style": "paper", "restart": "same"})
+    prompts = play(build(Case("kuhn_poker", "aggressive", 1), paper, seed=3), lambda texts: texts.index("PASS"))
+    assert all("# Current trial #1 of 1" in p and "Earlier trials" not in p for p in prompts)
