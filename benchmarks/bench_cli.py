@@ -17,6 +17,7 @@ COMMANDS = [
     ["--help"],
     ["validate", "--help"],
     ["tournament", "--help"],
+    ["train", "--help"],
     ["kuhn", "--help"],
     ["kuhn", "analyze", "--help"],
 ]

@@ -143,8 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         _print_config_error(err)
         return EXIT_BAD_INPUT
-    except Exception as err:  # noqa: BLE001 - a few known errors get a clean one-line report
-        if type(err).__name__ != "CheckpointError":
+    except Exception as err:
+        from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
+
+        if not isinstance(err, CheckpointError):
             raise
         from rich.console import Console
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from mage_core.config import Config, ConfigError, MatchConfig, load_config
+from mage_core.config import Config, ConfigError, MatchConfig, load_config, parse_config
 from mage_core.envs import registry as games
 from mage_core.evaluation.tournament import MatchResult, play_match
 from mage_core.io.atomic import write_json_atomic
@@ -24,8 +24,6 @@ def resolve_matches(
         if not all(x is not None for x in adhoc):
             raise ConfigError("command line", ["--game, --a and --b go together: give all three or none"])
         data = {"game": game, "player_a": player_a, "player_b": player_b, "num_games": num_games or 200}
-        from mage_core.config import parse_config
-
         # Validate through the same schema as params.yaml, so errors read alike.
         parsed = parse_config(
             {"opponents": cfg.opponents.model_dump(), "tournament": {"matches": [data]}}, "command line"

@@ -30,6 +30,13 @@ from mage_core.config import Config, ConfigError, load_config
 from mage_core.io.atomic import write_json_atomic
 from mage_core.io.dotted import flatten
 from mage_core.tracking.jsonl import JsonlLogger
+from mage_core.trainers.checkpoint import (
+    CheckpointManager,
+    capture_rng,
+    pack_engine_state,
+    restore_rng,
+    unpack_engine_state,
+)
 from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline
 
 console = Console()
@@ -113,7 +120,6 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
     from mage_core.backends.hf import HFGenerator
     from mage_core.backends.torch_engine import TorchEngine
     from mage_core.policy.model import save_policy
-    from mage_core.trainers.checkpoint import CheckpointManager, restore_rng, unpack_engine_state
 
     import transformers
 
@@ -164,7 +170,7 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
                 score = headline(eval_metrics, trainer.game, k)
                 if score > state.best_score:
                     state.best_score, state.best_iteration = score, state.iteration
-                    save_policy(_policy_copy(model, engine), tokenizer, out_dir / "best")
+                    save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
             logger.log_metrics(state.iteration, metrics)
             if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations:
                 _save(checkpoints, engine, state, rng, torch_rng, digest)
@@ -191,16 +197,8 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
     return summary
 
 
-def _policy_copy(model: Any, engine: Any) -> Any:
-    snapshot = copy.deepcopy(model)
-    snapshot.load_state_dict(engine.policy_state_dict())
-    return snapshot
-
-
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
           digest: str) -> None:
-    from mage_core.trainers.checkpoint import capture_rng, pack_engine_state
-
     tensors, rest = pack_engine_state(engine.state_dict())
     checkpoints.save(state.iteration, tensors, {
         "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mage_core.config import load_config
+from mage_core.opponents.population import Population
 
 
 def run(params: str) -> int:
@@ -13,8 +14,6 @@ def run(params: str) -> int:
     console = Console()
     console.print(f"[green]ok[/]: {params} is valid (seed {cfg.seed}, training game [bold]{cfg.env.name}[/])")
     for game in ("tic_tac_toe", "kuhn_poker"):
-        from mage_core.opponents.population import Population
-
         spec = getattr(cfg.population, game)
         title = f"{game} population: " + (spec if isinstance(spec, str) else "custom")
         table = Table(title=title, title_justify="left")
