@@ -29,6 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import torch
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -42,7 +43,7 @@ console = Console()
 
 
 def configure(base: Config, game: str, method: str, restart: str, minutes: float, threads: int,
-              iterations: int) -> Config:
+              iterations: int, overrides: list[str] = ()) -> Config:
     data = base.model_dump(mode="json")
     data["env"]["name"] = game
     # The method preset decides the algorithm; the profile's tuning knobs that the
@@ -54,6 +55,15 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
     # may stop the run earlier.
     data["train"].update({"iterations": iterations, "time_budget_minutes": minutes, "num_threads": threads})
     data["tournament"] = {"matches": []}
+    for item in overrides:  # --set section.key=value (YAML value), applied last
+        key, sep, raw = item.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"--set {item!r}: expected section.key=value, e.g. train.learning_rate=1e-3")
+        *parents, leaf = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(raw)
     from mage_core.config import parse_config
 
     return parse_config(data, "benchmark overrides")
@@ -151,6 +161,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=700, help="schedule length (the budget may stop earlier)")
     parser.add_argument("--per-pair", type=int, default=2000, help="report meta-episodes per (opponent, seat)")
     parser.add_argument("--report-seed", type=int, default=777_000_777)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a params key after the method preset, e.g. algorithm.grouping=pooled")
     parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
     parser.add_argument("--report-only", metavar="DIR", help="skip training; report on DIR's best policy")
     args = parser.parse_args()
@@ -158,7 +170,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.report_only or args.out or ROOT / "artifacts" / "bench" / f"{args.game}-{args.method}-{args.restart}")
     cfg = configure(load_config(args.params), args.game, args.method, args.restart, args.minutes, args.threads,
-                    args.iterations)
+                    args.iterations, args.set)
     started = time.monotonic()
     training: dict = {}
     if not args.report_only:
@@ -171,7 +183,7 @@ def main() -> None:
     figures = kuhn_tables(cfg, metrics, k) if args.game == "kuhn_poker" else ttt_table(cfg, metrics, k)
     report = {
         "game": args.game, "method": args.method, "restart": args.restart, "minutes_budget": args.minutes,
-        "threads": args.threads, "per_pair": args.per_pair, "report_seed": args.report_seed,
+        "threads": args.threads, "per_pair": args.per_pair, "report_seed": args.report_seed, "overrides": args.set,
         "training": {k_: v for k_, v in training.items() if k_ != "final_eval"},
         "report_metrics": metrics, "figures": figures, "wall_minutes": (time.monotonic() - started) / 60,
     }

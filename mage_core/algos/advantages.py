@@ -37,17 +37,34 @@ class GiGPOAdvantages(NamedTuple):
 # ---------------------------------------------------------------- keys
 
 
-def group_key(task_seed: Hashable, opponent: Hashable, seat: Hashable, stationary: bool = True) -> tuple:
-    """The GRPO/GiGPO group of a sample (METHOD.md section 5).
+#: grouping name -> the fields a group key is made of (METHOD.md section 5).
+GROUPINGS = {
+    # MAGE's agent-specific normalization: the members share task seed, opponent and seat.
+    "stationary": ("task_seed", "opponent", "seat"),
+    # The ablation "non-stationary grouping": members share the task seed only.
+    "non_stationary": ("task_seed",),
+}
+#: group scope -> whether the task seed is part of the key.
+#: ``task`` (the paper): a group is the meta-episodes of one task seed.
+#: ``batch`` (beyond the paper): a group spans the whole batch, every member with
+#: its own task seed; with stationary grouping that is one group per (opponent,
+#: seat), still one opponent identity per group, and a wider, lower-variance
+#: baseline where the task seed draws luck no decision controls (fresh Kuhn deals).
+GROUP_SCOPES = {"task": True, "batch": False}
 
-    Stationary (MAGE's agent-specific normalization): ``(task_seed, opponent, seat)``,
-    so a group holds one opponent identity. ``stationary=False`` is the ablation
-    "non-stationary grouping": the key is ``(task_seed,)`` and groups mix opponents
-    and seats. Single-agent tasks pass ``opponent=None, seat=None``.
+
+def group_key(task_seed: Hashable, opponent: Hashable, seat: Hashable, grouping: str = "stationary",
+              scope: str = "task") -> tuple:
+    """The GRPO/GiGPO group of a sample (METHOD.md section 5): the fields that
+    ``GROUPINGS[grouping]`` names, without the task seed in ``batch`` scope.
+    Single-agent tasks pass ``opponent=None, seat=None``.
     """
-    if stationary:
-        return (task_seed, opponent, seat)
-    return (task_seed,)
+    if grouping not in GROUPINGS:
+        raise ValueError(f"unknown grouping {grouping!r}; choose one of {', '.join(GROUPINGS)}")
+    if scope not in GROUP_SCOPES:
+        raise ValueError(f"unknown group scope {scope!r}; choose one of {', '.join(GROUP_SCOPES)}")
+    fields = {"task_seed": task_seed, "opponent": opponent, "seat": seat}
+    return tuple(fields[name] for name in GROUPINGS[grouping] if GROUP_SCOPES[scope] or name != "task_seed")
 
 
 def anchor_key(

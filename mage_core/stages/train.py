@@ -172,16 +172,15 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
                     state.best_score, state.best_iteration = score, state.iteration
                     save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
             logger.log_metrics(state.iteration, metrics)
-            if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations:
+            over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
+            if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations or over_budget:
                 _save(checkpoints, engine, state, rng, torch_rng, digest)
             progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
             done_here += 1
-            over_budget = t.time_budget_minutes and time.monotonic() - started > 60 * t.time_budget_minutes
             if stop_after is not None and done_here >= stop_after:
                 logger.close()
                 return {"interrupted": True, "iteration": state.iteration, "headline": float("nan")}
             if over_budget:
-                _save(checkpoints, engine, state, rng, torch_rng, digest)
                 console.print(f"time budget of {t.time_budget_minutes} min reached at iteration {state.iteration}")
                 break
     final, _ = trainer.evaluate()

@@ -32,6 +32,7 @@ class AdvantageSettings:
     grouping: Literal["stationary", "non_stationary"]
     gamma_step: float
     gamma_traj: float
+    group_scope: Literal["task", "batch"] = "task"
     episode_score: Literal["episode_reward", "return"] = "episode_reward"
     episode_baseline: Literal["group", "group_and_episode"] = "group"
 
@@ -61,8 +62,7 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
                                    settings.gamma_step, settings.gamma_traj)
         per_episode = episode_scores(episode_returns(rewards, episode, is_play), settings.reward_variant)
         spec = meta.spec
-        key = group_key(spec.task_seed, spec.opponent, spec.agent_seat,
-                        stationary=settings.grouping == "stationary")
+        key = group_key(spec.task_seed, spec.opponent, spec.agent_seat, settings.grouping, settings.group_scope)
         for d, r in zip(ds, ret):
             if settings.episode_score == "return":
                 score = float(r)  # the step return itself (REINFORCE-style credit, section 4)

@@ -84,7 +84,7 @@ class MetaRLTrainer:
         algo = cfg.algorithm
         self.advantage_settings = AdvantageSettings(
             reward_variant=algo.reward_variant, advantage=algo.advantage, episode_norm=algo.episode_norm,
-            step_weight=algo.step_weight, anchor=algo.anchor, grouping=algo.grouping,
+            step_weight=algo.step_weight, anchor=algo.anchor, grouping=algo.grouping, group_scope=algo.group_scope,
             gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj, episode_score=algo.episode_score,
             episode_baseline=algo.episode_baseline)
         self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
@@ -102,9 +102,18 @@ class MetaRLTrainer:
     def sample_specs(self, rng: np.random.Generator) -> list[MetaEpisodeSpec]:
         """``groups_per_iteration`` groups of ``group_size`` meta-episodes. Stationary
         grouping: a group shares task seed, opponent and seat. Non-stationary (the
-        ablation): members share the task seed but draw their own opponent/seat."""
+        ablation): members share the task seed but draw their own opponent/seat.
+        Batch scope (``algorithm.group_scope``): every meta-episode draws its own task
+        seed and (opponent, seat); the groups are formed over the whole batch."""
         t, algo = self.cfg.train, self.cfg.algorithm
         specs = []
+        if algo.group_scope == "batch":
+            count = t.groups_per_iteration * algo.group_size
+            draws = self.population.sample(rng, count) if self.population is not None else [None] * count
+            for i, d in enumerate(draws):
+                opponent, seat = (d.opponent, d.agent_seat) if d is not None else (None, 0)
+                specs.append(MetaEpisodeSpec(self.game, opponent, seat, int(rng.integers(2**62)), i))
+            return specs
         for g in range(t.groups_per_iteration):
             task_seed = int(rng.integers(2**62))
             if self.population is None:

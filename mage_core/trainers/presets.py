@@ -19,6 +19,7 @@ _MAGE: dict[str, Any] = {
     "step_weight": 1.0,
     "anchor": "global",
     "grouping": "stationary",
+    "group_scope": "task",
     "group_size": 8,
     "gamma_step": 0.95,
     "gamma_traj": 0.6,

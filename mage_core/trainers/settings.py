@@ -75,6 +75,7 @@ class AlgorithmConfig(Strict):
     step_weight: NonNegativeFloat
     anchor: Literal["global", "local"]
     grouping: Literal["stationary", "non_stationary"]
+    group_scope: Literal["task", "batch"]
     group_size: Annotated[int, Field(ge=2)]
     gamma_step: Probability
     gamma_traj: Probability

@@ -128,3 +128,14 @@ def test_paper_way_free_text_with_generated_reflections_trains(tmp_path: Path) -
     # An untrained model writes no valid tags: every play turn is invalid and penalized.
     assert steps[0]["train/rollout/all/invalid_rate"] > 0.5
     assert summary["final_eval"]["eval/all/num_meta_episodes"] > 0
+
+
+def test_time_budget_stop_on_a_checkpoint_iteration_saves_once(tmp_path: Path) -> None:
+    # A budget that is over after the first iteration, which is also a checkpoint
+    # iteration: the stop saves that checkpoint once (it used to save it twice and
+    # fail with "refusing to overwrite it in place").
+    data = {**PARAMS, "train": {**PARAMS["train"], "time_budget_minutes": 1e-9}}
+    summary = train(parse_config(data), tmp_path / "run")
+    assert summary["iterations"] == 1
+    latest = CheckpointManager(tmp_path / "run" / "checkpoints").latest()
+    assert latest is not None and latest.name == "step-000001"

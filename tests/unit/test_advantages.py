@@ -138,7 +138,7 @@ def test_stationary_vs_non_stationary_grouping() -> None:
     opponents = ["X", "X", "Y", "Y"]
     scores = np.array([10.0, 0.0, -10.0, -20.0])
     stationary = [group_key(3, o, 1) for o in opponents]
-    mixed = [group_key(3, o, 1, stationary=False) for o in opponents]
+    mixed = [group_key(3, o, 1, grouping="non_stationary") for o in opponents]
     # per opponent: X mean 5, Y mean -15
     assert grpo_advantages(scores, stationary, normalize_std=False).tolist() == [5, -5, 5, -5]
     # one mixed group: mean -5
@@ -147,13 +147,30 @@ def test_stationary_vs_non_stationary_grouping() -> None:
     assert out.episode_term.tolist() == [15, 5, -5, -15]
 
 
+def test_batch_scope_drops_the_task_seed() -> None:
+    # Batch scope, stationary: one group per (opponent, seat) whatever the task seed.
+    assert group_key(1, "X", 0, scope="batch") == group_key(2, "X", 0, scope="batch") == ("X", 0)
+    assert group_key(1, "X", 0, scope="batch") != group_key(1, "X", 1, scope="batch")
+    assert group_key(1, "X", 0, scope="batch") != group_key(1, "Y", 0, scope="batch")
+    # Batch scope, non-stationary: the whole batch is one group.
+    assert group_key(1, "X", 0, "non_stationary", "batch") == group_key(2, "Y", 1, "non_stationary", "batch") == ()
+    # seeds 1, 2 vs X (scores 4, 0) and seeds 3, 4 vs Y (scores -2, -6): means 2 and -4
+    keys = [group_key(s, o, 0, scope="batch") for s, o in [(1, "X"), (2, "X"), (3, "Y"), (4, "Y")]]
+    assert grpo_advantages(np.array([4.0, 0.0, -2.0, -6.0]), keys, normalize_std=False).tolist() == [2, -2, 2, -2]
+    with pytest.raises(ValueError, match="unknown grouping 'opponents'; choose one of stationary"):
+        group_key(1, "X", 0, grouping="opponents")
+    with pytest.raises(ValueError, match="unknown group scope 'all'; choose one of task, batch"):
+        group_key(1, "X", 0, scope="all")
+
+
 def test_agent_specific_normalization_separates_opponents_and_seats() -> None:
     # Two opponents and two seats on one task seed: four groups; the same opening board
     # against different opponents never shares a cluster.
     assert group_key(11, "aggressive", 0) != group_key(11, "conservative", 0)
     assert group_key(11, "aggressive", 0) != group_key(11, "aggressive", 1)
     assert group_key(11, "aggressive", 0) == group_key(11, "aggressive", 0)
-    assert group_key(11, "aggressive", 0, stationary=False) == group_key(11, "conservative", 1, stationary=False)
+    assert (group_key(11, "aggressive", 0, grouping="non_stationary")
+            == group_key(11, "conservative", 1, grouping="non_stationary"))
     opponents = ["aggressive", "aggressive", "conservative", "conservative"]
     scores = np.array([5.0, -5.0, 10.0, 0.0])
     returns = np.array([2.0, 0.0, 8.0, 4.0])
@@ -163,8 +180,8 @@ def test_agent_specific_normalization_separates_opponents_and_seats() -> None:
     assert out.episode_term.tolist() == [5, -5, 5, -5]  # means 0 and 5
     assert out.step_term.tolist() == [1, -1, 2, -2]  # means 1 and 6
     # Non-stationary grouping: mixed group (mean 2.5); anchors with the opponent still split
-    # the clusters, anchors without it (stationary=False) mix them (mean 3.5).
-    mixed = [group_key(11, o, 0, stationary=False) for o in opponents]
+    # the clusters, anchors without it (grouping="non_stationary") mix them (mean 3.5).
+    mixed = [group_key(11, o, 0, grouping="non_stationary") for o in opponents]
     out = gigpo_advantages(scores, returns, mixed, anchors)
     assert out.episode_term.tolist() == [2.5, -7.5, 7.5, -2.5]
     assert out.step_term.tolist() == [1, -1, 2, -2]

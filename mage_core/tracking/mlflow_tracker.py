@@ -1,0 +1,292 @@
+"""MLflow, behind the project's ``MetricLogger`` protocol: the only mlflow import.
+
+DESIGN.md: a flow is a parent run and every executed stage is a child run, tagged
+with the DVC stage/experiment, the config digest, the git commit and the hashes of
+its outputs. Three choices follow from how the pipeline runs:
+
+- mlflow is imported inside functions, never at module import, so ``mage --help``
+  (which must answer in well under a second) never pays for it;
+- runs are addressed by explicit id through ``MlflowClient``, not the fluent API,
+  whose active-run stack is process-global and would mix up stages that run
+  concurrently in one process;
+- ``check_tracking_uri`` is a cheap standalone probe, so an unreachable server
+  stops a stage before any training starts instead of after hours of it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
+
+# MLflow's own limits (mlflow.utils.validation), copied so chunking needs no import.
+MAX_PARAM_VALUE_CHARS = 6000
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+PARENT_RUN_TAG = "mlflow.parentRunId"  # what the UI nests runs by
+_TRUNCATION_MARK = "...[truncated]"
+
+_T = TypeVar("_T")
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store cannot be reached or written; raised before any work starts."""
+
+
+def _quiet_mlflow_env() -> None:
+    # Defaults only: a user's explicit setting wins.
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def default_tracking_uri(project_dir: Path) -> str:
+    """``$MLFLOW_TRACKING_URI`` if set, else an embedded sqlite store in the project.
+
+    sqlite, not a folder store: MLflow 3.17 refuses ``./mlruns`` folder stores
+    unless ``MLFLOW_ALLOW_FILE_STORE=true`` (STACK.md).
+    """
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{(Path(project_dir).resolve() / 'mlflow.db').as_posix()}"
+
+
+def default_artifact_root(project_dir: Path) -> str:
+    """``<project_dir>/mlartifacts`` as a file URI, next to the embedded sqlite store.
+
+    With a sqlite store MLflow otherwise puts artifacts in ./mlruns of whatever
+    directory the process happens to run in.
+    """
+    return (Path(project_dir).resolve() / "mlartifacts").as_uri()
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///...`` URI (None for in-memory databases)."""
+    rest = uri.split("://", 1)[1] if "://" in uri else ""
+    rest = rest.split("?", 1)[0]
+    if not rest.startswith("/") or rest in ("/", "/:memory:"):
+        return None
+    return Path(rest[1:])  # sqlite:////abs -> /abs ; sqlite:///rel -> rel
+
+
+def check_tracking_uri(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail fast, with the fix in the message, if ``uri`` cannot take a run.
+
+    http(s): one GET of the server's ``/health`` endpoint (stdlib only, no mlflow
+    import). sqlite: the database folder must exist or be creatable, and be
+    writable. Other schemes (file:, databricks, ...) are left to MLflow.
+    """
+    fix = (
+        "start it with `mlflow server --backend-store-uri sqlite:///mlflow.db --workers 1` "
+        "or unset MLFLOW_TRACKING_URI to use the embedded sqlite store"
+    )
+    scheme = uri.split(":", 1)[0].lower()
+    if scheme in ("http", "https"):
+        url = uri.rstrip("/") + "/health"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as response:
+                response.read(64)
+        except urllib.error.HTTPError as err:
+            if err.code >= 500 or err.code == 404:  # broken, or not an MLflow server
+                raise TrackingUnavailable(
+                    f"MLflow tracking server at {uri} answered {url} with HTTP {err.code}: {fix}"
+                ) from err
+        except (urllib.error.URLError, OSError) as err:  # refused, DNS, timeout
+            reason = getattr(err, "reason", err)
+            raise TrackingUnavailable(f"MLflow tracking server at {uri} is unreachable ({reason}): {fix}") from err
+    elif scheme.startswith("sqlite"):
+        db = _sqlite_path(uri)
+        if db is None:
+            return
+        folder = db.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise TrackingUnavailable(f"MLflow store {uri}: cannot create {folder} ({err})") from err
+        if not os.access(folder, os.W_OK) or (db.exists() and not os.access(db, os.W_OK)):
+            raise TrackingUnavailable(
+                f"MLflow store {uri}: {db} is not writable; fix the permissions or set "
+                "MLFLOW_TRACKING_URI to a writable store"
+            )
+
+
+def _chunks(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _param_value(value: Any) -> str:
+    # Truncate ourselves: MLflow raises on long values unless MLFLOW_TRUNCATE_LONG_VALUES.
+    text = str(value)
+    if len(text) <= MAX_PARAM_VALUE_CHARS:
+        return text
+    return text[: MAX_PARAM_VALUE_CHARS - len(_TRUNCATION_MARK)] + _TRUNCATION_MARK
+
+
+class MlflowTracker:
+    """One MLflow run (a flow's parent run or a stage's child run), by explicit id.
+
+    Implements ``MetricLogger`` (log_params / log_metrics / close). As a context
+    manager, an exception inside ends the run FAILED (KILLED on Ctrl-C).
+    """
+
+    def __init__(self, client: Any, run_id: str) -> None:
+        self._client = client  # mlflow.tracking.MlflowClient, typed Any to keep mlflow lazy
+        self._run_id = run_id
+        self._closed = False
+
+    @classmethod
+    def start(
+        cls,
+        tracking_uri: str,
+        experiment_name: str,
+        run_name: str,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> MlflowTracker:
+        """Create a run (under ``parent_run_id`` if given) in ``experiment_name``.
+
+        The experiment is created if missing; with a sqlite store its artifact root
+        is ``mlartifacts/`` next to the database (see ``default_artifact_root``);
+        a server chooses its own.
+        """
+        _quiet_mlflow_env()
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+        experiment = client.get_experiment_by_name(experiment_name)
+        if experiment is None:
+            db = _sqlite_path(tracking_uri) if tracking_uri.lower().startswith("sqlite") else None
+            location = default_artifact_root(db.parent) if db is not None else None
+            try:
+                experiment_id = client.create_experiment(experiment_name, artifact_location=location)
+            except MlflowException:  # another process created it first
+                experiment = client.get_experiment_by_name(experiment_name)
+                if experiment is None:
+                    raise
+                experiment_id = experiment.experiment_id
+        elif experiment.lifecycle_stage == "deleted":
+            raise TrackingUnavailable(
+                f"MLflow experiment {experiment_name!r} is deleted: restore it with "
+                f"`mlflow experiments restore --experiment-id {experiment.experiment_id}` or choose another name"
+            )
+        else:
+            experiment_id = experiment.experiment_id
+        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        if parent_run_id is not None:
+            all_tags[PARENT_RUN_TAG] = parent_run_id
+        run = client.create_run(experiment_id, tags=all_tags, run_name=run_name)
+        return cls(client, run.info.run_id)
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Log already-flattened dotted keys (``train.learning_rate``) as strings.
+
+        MLflow params are write-once: logging a key again with another value raises.
+        """
+        from mlflow.entities import Param
+
+        items = [Param(str(k), _param_value(v)) for k, v in params.items()]
+        for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
+            self._client.log_batch(self._run_id, params=list(chunk))
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Log ``<phase>/<group>/<name>`` metrics at ``step``; non-finite values are skipped.
+
+        Skipped, not stored: MLflow would keep NaN/inf, but they break its charts
+        and the JSONL log writes them as null, so the two sinks stay comparable.
+        """
+        from mlflow.entities import Metric
+
+        timestamp_ms = int(time.time() * 1000)
+        items = [
+            Metric(str(k), float(v), timestamp_ms, int(step))
+            for k, v in metrics.items()
+            if math.isfinite(float(v))
+        ]
+        for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
+            self._client.log_batch(self._run_id, metrics=list(chunk))
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(str(k), str(v)) for k, v in tags.items()]
+        for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
+            self._client.log_batch(self._run_id, tags=list(chunk))
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        self._client.log_artifact(self._run_id, str(path), artifact_path)
+
+    def log_artifacts(self, directory: str | Path, artifact_path: str | None = None) -> None:
+        self._client.log_artifacts(self._run_id, str(directory), artifact_path)
+
+    def close(self, status: str = "FINISHED") -> None:
+        """End the run with ``status`` (FINISHED, FAILED, KILLED); a second call is a no-op."""
+        if self._closed:
+            return
+        self._closed = True
+        self._client.set_terminated(self._run_id, status=status)
+
+    def __enter__(self) -> MlflowTracker:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.close("FINISHED")
+        else:
+            self.close("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def _git(project_dir: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=project_dir, capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None) -> dict[str, str]:
+    """The lineage tags every run carries (DESIGN.md): code, config, data, experiment.
+
+    ``git.dirty`` follows ``git describe --dirty``: modified tracked files count,
+    untracked ones do not. ``dvc.out.<path>`` comes from dvc.lock, i.e. the hash of
+    the outputs DVC last recorded for ``dvc_stage``. Tags whose value is unknown
+    (no digest, no stage) are left out rather than written as "None".
+    """
+    project_dir = Path(project_dir)
+    head = _git(project_dir, "rev-parse", "HEAD")
+    tags = {"git.commit": head.strip() if head else "unknown"}
+    if head:
+        status = _git(project_dir, "status", "--porcelain", "--untracked-files=no")
+        tags["git.dirty"] = "unknown" if status is None else str(bool(status.strip())).lower()
+    else:
+        tags["git.dirty"] = "unknown"
+    if config_digest is not None:
+        tags["mage.config_digest"] = config_digest
+    if dvc_stage is not None:
+        tags["dvc.stage"] = dvc_stage
+        lock = project_dir / "dvc.lock"
+        if lock.exists():
+            import yaml
+
+            stages = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages") or {}
+            for out in (stages.get(dvc_stage) or {}).get("outs") or []:
+                if "path" in out and "md5" in out:
+                    tags[f"dvc.out.{out['path']}"] = str(out["md5"])
+    exp = os.environ.get("DVC_EXP_NAME")
+    if exp:
+        tags["dvc.experiment"] = exp
+    return tags
