@@ -46,9 +46,10 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
               iterations: int, overrides: list[str] = ()) -> Config:
     data = base.model_dump(mode="json")
     data["env"]["name"] = game
-    # The method preset decides the algorithm; the profile's tuning knobs that the
-    # presets do not set (normalization) are kept.
-    data["algorithm"] = {"preset": method, "episode_norm": base.algorithm.episode_norm}
+    # The method preset decides the algorithm; the profile's tuning knobs that no
+    # preset changes (normalization, group scope) are kept.
+    data["algorithm"] = {"preset": method, "episode_norm": base.algorithm.episode_norm,
+                         "group_scope": base.algorithm.group_scope}
     data["rollout"]["restart"] = restart
     data["rollout"]["early_stop"] = False  # all K episodes are played (the protocol)
     # The learning-rate and entropy schedules run over `iterations`; the time budget

@@ -31,6 +31,7 @@ examples:
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
+  mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
 """
 
 
@@ -64,6 +65,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     return run(args.params, out=args.out, resume=args.resume, iterations=args.iterations,
                time_budget_minutes=args.time_budget)
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from mage_core.stages.evaluate import run
+
+    return run(args.params, policy=args.policy, out=args.out, which=args.suites, per_opponent_seat=args.per_pair)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,6 +116,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-budget", type=float, metavar="MIN",
                    help="override train.time_budget_minutes (stop, checkpoint and evaluate after MIN minutes)")
     p.set_defaults(func=_cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a saved policy on the fixed in-domain and out-of-domain suites",
+                       description=(
+        "Play a saved policy (a `mage train` output's best/ or policy-init/, or any local Hugging Face model "
+        "folder: a prompting-only policy) on fixed-seed suites, identical on every run: in-domain (the training "
+        "population) and out-of-domain (evaluation.ood: Tic-Tac-Toe vs MCTS-1000, Kuhn vs sampled CFR and argmax "
+        "CFR, Sokoban with 1 and 3 boxes). Writes trials.parquet (one row per episode, checked by its data "
+        "contract before it is written) and metrics.json (Pass@k, success, draw and reward per episode index, "
+        "per opponent and seat, with 95%% intervals; for Kuhn the exploitation ratio) under --out."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--policy", required=True, metavar="DIR", help="the policy folder to evaluate")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder for trials.parquet and metrics.json")
+    p.add_argument("--suites", default="all", choices=["in_domain", "ood", "all"],
+                   help="which suites to play (default: %(default)s)")
+    p.add_argument("--per-pair", type=int, metavar="N",
+                   help="meta-episodes per (opponent, seat) (Sokoban: levels) per suite "
+                        "(default: evaluation.meta_episodes_per_opponent_seat)")
+    p.set_defaults(func=_cmd_evaluate)
 
     kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
     kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)

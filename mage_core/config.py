@@ -11,7 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
@@ -205,6 +213,42 @@ class PopulationConfig(Strict):
         return [PopulationEntry(e.opponent, e.weight, e.seat) for e in spec]
 
 
+class SokobanSuiteConfig(Strict):
+    """An out-of-domain Sokoban suite: levels with another number of boxes."""
+
+    num_boxes: Annotated[int, Field(ge=1, le=3)]
+
+
+#: An evaluation suite's name: reported as ``ood_<name>``.
+SuiteName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+TicTacToePreset = Annotated[str, AfterValidator(lambda v: _check_preset("tic_tac_toe", v))]
+KuhnPokerPreset = Annotated[str, AfterValidator(lambda v: _check_preset("kuhn_poker", v))]
+
+
+class OodSuitesConfig(Strict):
+    """Out-of-domain evaluation suites per game (METHOD.md section 8), each named
+    (reported as ``ood_<name>``): a population (preset name or entries) for the
+    two-player games, a number of boxes for Sokoban."""
+
+    tic_tac_toe: dict[SuiteName, Union[TicTacToePreset, list[TicTacToeEntry]]] = {"mcts_1000": "held_out"}
+    kuhn_poker: dict[SuiteName, Union[KuhnPokerPreset, list[KuhnPokerEntry]]] = {
+        "cfr": "held_out", "cfr_argmax": [KuhnPokerEntry(opponent="cfr_argmax")]}
+    sokoban: dict[SuiteName, SokobanSuiteConfig] = {"one_box": SokobanSuiteConfig(num_boxes=1),
+                                                    "three_boxes": SokobanSuiteConfig(num_boxes=3)}
+
+    def entries(self, game: TwoPlayerGame, name: str) -> list[PopulationEntry]:
+        spec = getattr(self, game)[name]
+        if isinstance(spec, str):
+            return preset(game, spec)
+        return [PopulationEntry(e.opponent, e.weight, e.seat) for e in spec]
+
+
+class EvaluationSection(EvaluationConfig):
+    """The fixed evaluation sets: in-domain (the training population) and out-of-domain."""
+
+    ood: OodSuitesConfig = OodSuitesConfig()
+
+
 class MatchConfig(Strict):
     game: TwoPlayerGame
     player_a: str
@@ -239,7 +283,7 @@ class Config(Strict):
     rollout: RolloutConfig = RolloutConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     train: TrainConfig = TrainConfig()
-    evaluation: EvaluationConfig = EvaluationConfig()
+    evaluation: EvaluationSection = EvaluationSection()
 
     @model_validator(mode="before")
     @classmethod
@@ -269,7 +313,7 @@ def _format_error(err: dict[str, Any]) -> str:
     """One pydantic error as ``dotted.key: message`` with the allowed values."""
     parts: list[str] = []
     for loc in err["loc"]:
-        if isinstance(loc, str) and loc.startswith("list["):
+        if isinstance(loc, str) and loc.startswith(("list[", "function-after[")):
             continue  # union branch names say nothing to a user
         if isinstance(loc, int):
             parts.append(f"[{loc}]")
@@ -306,8 +350,12 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
     except ValidationError as err:
         seen: list[str] = []
         for e in err.errors():
-            if "str" in e["loc"] and isinstance(e.get("input"), list):
+            str_branch = any(loc == "str" or str(loc).startswith("function-after[") for loc in e["loc"])
+            list_branch = any(str(loc).startswith("list[") for loc in e["loc"])
+            if str_branch and isinstance(e.get("input"), list):
                 continue  # the list branch of a str-or-list union reports the real problem
+            if list_branch and e["type"] == "list_type" and isinstance(e.get("input"), str):
+                continue  # ... and the str branch when a name was given
             line = _format_error(e)
             if line not in seen:
                 seen.append(line)

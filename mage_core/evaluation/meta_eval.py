@@ -9,17 +9,16 @@ exploitation), next to the exact best-response value of each opponent.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Outcome
+from mage_core.evaluation.stats import Z95, mean_interval, wilson_interval
+from mage_core.evaluation.trials import NONE, SEAT_NAMES, trial_rows
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec
-
-SEAT_NAMES = {0: "first", 1: "second"}
 
 
 def evaluation_specs(
@@ -39,66 +38,90 @@ def evaluation_specs(
     return specs
 
 
-@dataclass
-class _Tally:
-    rewards: list[list[float]]  # per episode index
-    success: list[list[bool]]
-    draw: list[list[bool]]
-    first_success: list[int | None]  # episode index of the first win per meta-episode
-    invalid: int = 0
-    turns: int = 0
-
-
 def summarize(metas: Sequence[MetaEpisode], num_episodes: int, reward_per_unit: float = 1.0,
               unit: str = "reward", weights: Mapping[tuple[str, int], float] | None = None) -> dict[str, float]:
-    """Metric keys ``<group>/<name>``: group is ``all`` or ``<opponent>/<seat>``;
-    names ``{unit}_ep{k}``, ``success_ep{k}``, ``draw_ep{k}``, ``pass@{k}``
-    (k = 1..num_episodes), ``invalid_rate``, ``num_meta_episodes``.
+    """``summarize_trials`` of the meta-episodes' trial rows."""
+    return summarize_trials(trial_rows(metas, "summary", reward_per_unit), num_episodes, unit, weights)
+
+
+def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit: str = "reward",
+                     weights: Mapping[tuple[str, int], float] | None = None,
+                     intervals: bool = False) -> dict[str, float]:
+    """Metrics of trial rows (``evaluation.trials``) of ONE suite.
+
+    Keys ``<group>/<name>``: group is ``all`` or ``<opponent>/<seat>``; names
+    ``{unit}_ep{k}`` (mean ``score``), ``success_ep{k}``, ``draw_ep{k}``,
+    ``pass@{k}`` (k = 1..num_episodes), ``invalid_rate`` (invalid actions per
+    turn), ``num_meta_episodes``. ``intervals`` adds ``<name>_low`` and
+    ``<name>_high``: 95% Wilson intervals of rates, normal intervals of means.
 
     ``weights`` (population probability of each (opponent, seat)) turns the
     ``all`` group into the population-weighted average of the pairs, which is
     what the exact ceilings refer to; without it ``all`` pools every
     meta-episode (right for a batch already drawn from the population)."""
-    tallies: dict[str, _Tally] = defaultdict(
-        lambda: _Tally([[] for _ in range(num_episodes)], [[] for _ in range(num_episodes)],
-                       [[] for _ in range(num_episodes)], []))
-    for meta in metas:
-        groups = ["all"]
-        if meta.spec.opponent is not None:
-            groups.append(f"{meta.spec.opponent}/{SEAT_NAMES[meta.spec.agent_seat]}")
-        first = next((k for k, e in enumerate(meta.episodes) if e.outcome is Outcome.WIN), None)
-        for g in groups:
-            t = tallies[g]
-            t.first_success.append(first)
-            for k, e in enumerate(meta.episodes[:num_episodes]):
-                t.rewards[k].append(e.reward / reward_per_unit)
-                t.success[k].append(e.outcome is Outcome.WIN)
-                t.draw[k].append(e.outcome is Outcome.DRAW)
-                t.invalid += e.num_invalid
-                t.turns += e.num_turns
+    groups: dict[str, dict[int, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        names = ["all"]
+        if row["opponent"] != NONE:
+            names.append(f"{row['opponent']}/{row['seat']}")
+        for g in names:
+            groups[g][row["meta_episode"]].append(row)
     out: dict[str, float] = {}
-    for g, t in sorted(tallies.items()):
-        n = len(t.first_success)
+    for g, metas in sorted(groups.items()):
+        n = len(metas)
+        by_episode: list[list[Mapping[str, Any]]] = [[] for _ in range(num_episodes)]
+        first_success = []
+        invalid = turns = 0
+        for episodes in metas.values():
+            episodes = sorted(episodes, key=lambda r: r["episode"])
+            first_success.append(next((r["episode"] for r in episodes if r["success"]), None))
+            for r in episodes:
+                invalid += r["invalid"]
+                turns += r["turns"]
+                if r["episode"] <= num_episodes:
+                    by_episode[r["episode"] - 1].append(r)
         out[f"{g}/num_meta_episodes"] = float(n)
-        out[f"{g}/invalid_rate"] = t.invalid / max(t.turns, 1)
-        for k in range(num_episodes):
-            if t.rewards[k]:
-                out[f"{g}/{unit}_ep{k + 1}"] = float(np.mean(t.rewards[k]))
-                out[f"{g}/success_ep{k + 1}"] = float(np.mean(t.success[k]))
-                out[f"{g}/draw_ep{k + 1}"] = float(np.mean(t.draw[k]))
-            out[f"{g}/pass@{k + 1}"] = sum(f is not None and f <= k for f in t.first_success) / n
+        out[f"{g}/invalid_rate"] = invalid / max(turns, 1)
+        for k, played in enumerate(by_episode, start=1):
+            if played:
+                _mean(out, f"{g}/{unit}_ep{k}", [r["score"] for r in played], intervals)
+                _rate(out, f"{g}/success_ep{k}", sum(bool(r["success"]) for r in played), len(played), intervals)
+                _rate(out, f"{g}/draw_ep{k}", sum(bool(r["draw"]) for r in played), len(played), intervals)
+            _rate(out, f"{g}/pass@{k}", sum(f is not None and f <= k for f in first_success), n, intervals)
     if weights:
         _reweight_all(out, weights)
     return out
 
 
+def _rate(out: dict[str, float], key: str, hits: int, n: int, intervals: bool) -> None:
+    out[key] = hits / n
+    if intervals:
+        out[f"{key}_low"], out[f"{key}_high"] = wilson_interval(hits, n)
+
+
+def _mean(out: dict[str, float], key: str, values: list[float], intervals: bool) -> None:
+    mean, low, high = mean_interval(values)
+    out[key] = float(np.mean(values))  # exact mean (mean_interval sums in Python order)
+    if intervals:
+        out[f"{key}_low"], out[f"{key}_high"] = low, high
+
+
 def _reweight_all(out: dict[str, float], weights: Mapping[tuple[str, int], float]) -> None:
-    """Replace the pooled ``all/*`` rates by the weighted average over the pairs."""
+    """Replace the pooled ``all/*`` figures by the weighted average over the pairs.
+
+    An interval of the weighted average combines the pairs' standard errors,
+    each read off its own 95% interval as (high - low) / (2 z): independent
+    pairs, so variances add with squared weights."""
     pairs = {f"{o}/{SEAT_NAMES[s]}": w for (o, s), w in weights.items() if w > 0}
     names = {key.split("/", 1)[1] for key in out if key.startswith("all/")} - {"num_meta_episodes"}
-    for name in names:
+    for name in sorted(n for n in names if not n.endswith(("_low", "_high"))):
         present = {g: w for g, w in pairs.items() if f"{g}/{name}" in out}
         if not present:
             continue
         total = sum(present.values())
         out[f"all/{name}"] = sum(w * out[f"{g}/{name}"] for g, w in present.items()) / total
+        if f"all/{name}_low" in out:
+            variance = sum((w / total * (out[f"{g}/{name}_high"] - out[f"{g}/{name}_low"]) / (2 * Z95)) ** 2
+                           for g, w in present.items())
+            half = Z95 * math.sqrt(variance)
+            out[f"all/{name}_low"], out[f"all/{name}_high"] = out[f"all/{name}"] - half, out[f"all/{name}"] + half

@@ -10,6 +10,7 @@ everything a resumed run needs to continue exactly as an uninterrupted one.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from mage_core.backends.base import Generator, LossSettings, SamplingParams, Tra
 from mage_core.config import Config
 from mage_core.envs.registry import make_env
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
+from mage_core.evaluation.suites import Suite, suite_seed, suites_for
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
@@ -126,7 +128,9 @@ class MetaRLTrainer:
             specs += [MetaEpisodeSpec(self.game, o, s, task_seed, g) for o, s in draws]
         return specs
 
-    def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings) -> list[MetaEpisode]:
+    def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings,
+              env_settings: Any = None) -> list[MetaEpisode]:
+        env_settings = env_settings if env_settings is not None else self._env_settings
         metas = []
         for spec in specs:
             opponent = None
@@ -135,7 +139,7 @@ class MetaRLTrainer:
                     self._opponents[spec.opponent] = make_opponent(self.game, spec.opponent,
                                                                    self.cfg.opponents.settings())
                 opponent = self._opponents[spec.opponent]
-            env = make_env(self.game, self._env_settings, np.random.default_rng(spec.task_seed), opponent,
+            env = make_env(self.game, env_settings, np.random.default_rng(spec.task_seed), opponent,
                            spec.agent_seat)
             metas.append(MetaEpisode(spec, env, settings, self.codec.encode_prompt, self.codec.encode_action))
         return metas
@@ -203,18 +207,24 @@ class MetaRLTrainer:
 
     def evaluate(self, per_opponent_seat: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
         """The fixed evaluation set of the training population (in-domain)."""
+        suite = suites_for(self.cfg, "in_domain")[0]
+        metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat)
+        unit_scale, unit = reward_unit(self.cfg, self.game)
+        summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
+        return {f"eval/{k}": v for k, v in summary.items()}, metas
+
+    def run_suite(self, suite: Suite, per_opponent_seat: int) -> list[MetaEpisode]:
+        """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
+        seat); Sokoban: that many levels) with the evaluation sampling settings."""
         e = self.cfg.evaluation
-        n = per_opponent_seat or e.meta_episodes_per_opponent_seat
-        entries = self.cfg.population.entries(self.game) if self.game != "sokoban" else []  # type: ignore[arg-type]
-        specs = evaluation_specs(self.game, entries, n, e.seed)
-        metas = self.build(specs, self.eval_settings)
+        seed = suite_seed(e.seed, suite.name)
+        specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed)
+        env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
+        metas = self.build(specs, self.eval_settings, env_settings)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
                                   max_new_tokens=self.cfg.policy.max_new_tokens)
-        run_meta_episodes(metas, self.actor(sampling), torch.Generator().manual_seed(e.seed))
-        unit_scale, unit = reward_unit(self.cfg, self.game)
-        weights = self.population.probabilities() if self.population is not None else None
-        summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, weights)
-        return {f"eval/{k}": v for k, v in summary.items()}, metas
+        run_meta_episodes(metas, self.actor(sampling), torch.Generator().manual_seed(seed))
+        return metas
 
 
 def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:

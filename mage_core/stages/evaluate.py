@@ -1,0 +1,127 @@
+"""``mage evaluate``: a saved policy on the fixed evaluation suites.
+
+Composition root: config -> policy (a ``mage train`` output's ``best/`` or
+``policy-init/``, or any local HF checkpoint: a prompting-only policy) ->
+suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
+``--out``:
+
+- ``trials.parquet``: the trial table (``evaluation.trials``), validated by
+  its data contract before it is written;
+- ``metrics.json``: per suite, per (opponent, seat) and population-weighted:
+  mean reward (Kuhn: chips) and success/draw rate per episode index, Pass@k,
+  each with a 95% interval; for Kuhn the exact best-response value and the
+  exploitation ratio (final-episode chips over it).
+
+Both files are written atomically; nothing is written if the contract fails.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from mage_core.config import Config, ConfigError, load_config
+from mage_core.evaluation.contracts import trial_rules, validate
+from mage_core.evaluation.meta_eval import summarize_trials
+from mage_core.evaluation.suites import WHICH, Suite, suites_for
+from mage_core.evaluation.trials import SEAT_NAMES, TRIAL_COLUMNS, trial_rows
+from mage_core.io.atomic import write_bytes_atomic, write_json_atomic
+
+console = Console()
+
+
+def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
+    """Bounds of one episode's task reward R_k (METHOD.md section 3)."""
+    if game == "kuhn_poker":
+        chips = 2 * cfg.env.kuhn_poker.reward_per_chip  # ante + bet
+        return -chips, chips
+    if game == "tic_tac_toe":
+        t = cfg.env.tic_tac_toe
+        values = (t.win_reward, t.loss_reward, t.draw_reward, 0.0)
+        return min(values), max(values)
+    s = cfg.env.sokoban
+    moves = s.max_turns * s.moves_per_turn
+    worst_move = min(s.step_penalty, 0.0) + min(s.box_off_target, 0.0)
+    best_total = 3 * max(s.box_on_target, 0.0) + max(s.all_boxes_on_target, 0.0)  # at most 3 boxes
+    return moves * worst_move, best_total + moves * max(s.step_penalty, 0.0)
+
+
+def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int) -> dict[str, float]:
+    """Exact best-response value per (opponent, seat) and the exploitation ratio."""
+    from mage_core.envs.kuhn_poker import analysis
+    from mage_core.stages.kuhn_analyze import behaviour
+
+    settings = cfg.opponents.settings()
+    out: dict[str, float] = {}
+    for opponent, seat in sorted(suite.weights() or {}):
+        group = f"{opponent}/{SEAT_NAMES[seat]}"
+        value = float(analysis.best_response([(1, behaviour(opponent, settings))], seat)[0])
+        out[f"{group}/best_response_value"] = value
+        final = metrics.get(f"{group}/chips_ep{k}")
+        if final is not None and value > 0:
+            out[f"{group}/exploitation_ratio"] = final / value
+    return out
+
+
+def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
+             per_opponent_seat: int | None = None) -> dict[str, Any]:
+    """Run the suites; write ``trials.parquet`` and ``metrics.json``; return the metrics."""
+    import pandas as pd
+    import torch
+
+    from mage_core.backends.hf import HFGenerator
+    from mage_core.policy.model import load_policy
+    from mage_core.stages.train import make_codec
+    from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
+
+    if not (policy_dir / "config.json").is_file():
+        raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
+                                           "`mage train` output's best/ or policy-init/, or a local HF model folder"])
+    torch.set_num_threads(cfg.train.num_threads)
+    model, tokenizer = load_policy(policy_dir)
+    trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),
+                            make_codec(tokenizer))
+    game, k = cfg.env.name, trainer.eval_settings.num_episodes
+    unit_scale, unit = reward_unit(cfg, game)
+    n = per_opponent_seat or cfg.evaluation.meta_episodes_per_opponent_seat
+    suites = suites_for(cfg, which)  # type: ignore[arg-type]
+    rows: list[dict[str, Any]] = []
+    metrics: dict[str, float] = {}
+    for suite in suites:
+        started = time.perf_counter()
+        with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):
+            metas = trainer.run_suite(suite, n)
+        suite_rows = trial_rows(metas, suite.name, unit_scale)
+        rows += suite_rows
+        summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
+        if game == "kuhn_poker":
+            summary.update(kuhn_exploitation(cfg, suite, summary, k))
+        metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
+        headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
+        console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "
+                      f"{headline:+.4f} ({len(metas)} meta-episodes, {time.perf_counter() - started:.1f} s)")
+    frame = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
+    opponents = sorted({e.opponent for s in suites for e in s.entries} | {"none"})
+    validate(frame, "trials", trial_rules(k, reward_bounds(cfg, game), opponents, [s.name for s in suites]))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out_dir / "trials.parquet", frame.to_parquet(index=False))
+    write_json_atomic(out_dir / "metrics.json", {"game": game, "episodes_per_meta_episode": k,
+                                                "policy": str(policy_dir), "metrics": metrics})
+    return metrics
+
+
+def run(params: str, policy: str, out: str, which: str = "all", per_opponent_seat: int | None = None) -> int:
+    cfg = load_config(params)
+    problems = []
+    if which not in WHICH:
+        problems.append(f"--suites: {which!r} is not one of {', '.join(WHICH)}")
+    if per_opponent_seat is not None and per_opponent_seat < 1:
+        problems.append(f"--per-pair: must be >= 1, got {per_opponent_seat}")
+    if problems:
+        raise ConfigError("command line", problems)
+    evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat)
+    console.print(f"trial table and metrics written to {out}")
+    return 0

@@ -1,0 +1,67 @@
+"""`mage evaluate` end to end on the embedded tiny model: fixed suites, a valid
+trial table, metrics that agree with the table, identical on every run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mage_core.config import ConfigError, parse_config
+from mage_core.stages.evaluate import evaluate
+from mage_core.stages.train import build_policy
+
+pytestmark = pytest.mark.integration
+
+PARAMS = {"env": {"name": "kuhn_poker"}, "tournament": {"matches": []}}
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("train")
+    build_policy(parse_config(PARAMS), out)  # the untrained embedded policy, saved to policy-init/
+    return out / "policy-init"
+
+
+def test_kuhn_suites_trials_and_metrics(policy: Path, tmp_path: Path) -> None:
+    cfg = parse_config(PARAMS)
+    metrics = evaluate(cfg, policy, tmp_path / "a", "all", per_opponent_seat=3)
+    trials = pd.read_parquet(tmp_path / "a" / "trials.parquet")
+    # in-domain: 3 archetypes x 2 seats; ood_cfr and ood_cfr_argmax: 1 opponent x 2 seats; 3 each, K = 3 hands
+    assert trials.groupby("suite").size().to_dict() == {"in_domain": 6 * 3 * 3, "ood_cfr": 2 * 3 * 3,
+                                                        "ood_cfr_argmax": 2 * 3 * 3}
+    assert set(trials.loc[trials.suite == "ood_cfr_argmax", "opponent"]) == {"cfr_argmax"}
+    # The metrics are the table's: chips of aggressive/first in hand 3.
+    rows = trials[(trials.suite == "in_domain") & (trials.opponent == "aggressive") & (trials.seat == "first")]
+    assert metrics["eval/in_domain/aggressive/first/chips_ep3"] == pytest.approx(rows[rows.episode == 3].score.mean())
+    assert rows.reward.tolist() == pytest.approx((rows.score * 5).tolist())
+    # Exploitation ratio = final-hand chips / exact best-response value (1/3 vs aggressive as P0).
+    assert metrics["eval/in_domain/aggressive/first/best_response_value"] == pytest.approx(1 / 3)
+    assert metrics["eval/in_domain/aggressive/first/exploitation_ratio"] == pytest.approx(
+        rows[rows.episode == 3].score.mean() * 3)
+    low, mid, high = (metrics[f"eval/ood_cfr/all/pass@3{s}"] for s in ("_low", "", "_high"))
+    assert low <= mid <= high
+    saved = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert saved["metrics"] == metrics and saved["episodes_per_meta_episode"] == 3
+    # Fixed suites: a second run writes the same table.
+    evaluate(cfg, policy, tmp_path / "b", "all", per_opponent_seat=3)
+    pd.testing.assert_frame_equal(trials, pd.read_parquet(tmp_path / "b" / "trials.parquet"))
+    # The in-domain suite is the training-time evaluation set.
+    only = evaluate(cfg, policy, tmp_path / "c", "in_domain", per_opponent_seat=3)
+    assert only == {k: v for k, v in metrics.items() if k.startswith("eval/in_domain/")}
+
+
+def test_sokoban_ood_suites_change_the_number_of_boxes(policy: Path, tmp_path: Path) -> None:
+    cfg = parse_config({**PARAMS, "env": {"name": "sokoban"}})
+    evaluate(cfg, policy, tmp_path, "ood", per_opponent_seat=2)
+    trials = pd.read_parquet(tmp_path / "trials.parquet")
+    assert sorted(set(trials.suite)) == ["ood_one_box", "ood_three_boxes"]
+    assert set(trials.opponent) == {"none"}
+
+
+def test_a_missing_policy_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="holds no model"):
+        evaluate(parse_config(PARAMS), tmp_path / "nowhere", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
