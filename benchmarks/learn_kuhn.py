@@ -29,7 +29,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import torch
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -56,17 +55,9 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
     # may stop the run earlier.
     data["train"].update({"iterations": iterations, "time_budget_minutes": minutes, "num_threads": threads})
     data["tournament"] = {"matches": []}
-    for item in overrides:  # --set section.key=value (YAML value), applied last
-        key, sep, raw = item.partition("=")
-        if not sep or "." not in key:
-            raise SystemExit(f"--set {item!r}: expected section.key=value, e.g. train.learning_rate=1e-3")
-        *parents, leaf = key.split(".")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-    from mage_core.config import parse_config
+    from mage_core.config import apply_overrides, parse_config
 
+    data = apply_overrides(data, overrides)  # --set section.key=value, applied last
     return parse_config(data, "benchmark overrides")
 
 

@@ -39,38 +39,41 @@ def _add_params(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--params", default="params.yaml", metavar="PATH", help="experiment parameters (default: %(default)s)"
     )
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="override one params key (dotted, YAML value), e.g. --set algorithm.preset=gigpo; repeatable")
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from mage_core.stages.validate import run
 
-    return run(args.params)
+    return run(args.params, args.overrides)
 
 
 def _cmd_tournament(args: argparse.Namespace) -> int:
     from mage_core.stages.tournament import run
 
     return run(args.params, game=args.game, player_a=args.a, player_b=args.b,
-               num_games=args.games, seed=args.seed, out=args.out)
+               num_games=args.games, seed=args.seed, out=args.out, overrides=args.overrides)
 
 
 def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
     from mage_core.stages.kuhn_analyze import run
 
-    return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands)
+    return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands, overrides=args.overrides)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from mage_core.stages.train import run
 
     return run(args.params, out=args.out, resume=args.resume, iterations=args.iterations,
-               time_budget_minutes=args.time_budget)
+               time_budget_minutes=args.time_budget, overrides=args.overrides)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from mage_core.stages.evaluate import run
 
-    return run(args.params, policy=args.policy, out=args.out, which=args.suites, per_opponent_seat=args.per_pair)
+    return run(args.params, policy=args.policy, out=args.out, which=args.suites, per_opponent_seat=args.per_pair,
+               overrides=args.overrides)
 
 
 def build_parser() -> argparse.ArgumentParser:

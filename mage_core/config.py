@@ -9,7 +9,7 @@ errors, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Sequence, Union
 
 from pydantic import (
     AfterValidator,
@@ -362,8 +362,44 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
         raise ConfigError(source, seen) from None
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate a params file; ConfigError (with every problem) otherwise."""
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``section.key=value`` items (values in YAML: ``1e-3``, ``true``, ``[a, b]``)
+    set into a copy of the raw params mapping; the result still goes through
+    validation, so a bad key or value is reported like one in the file."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(data)
+    problems = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            problems.append(f"--set {item!r}: expected KEY=VALUE with a dotted key, e.g. train.learning_rate=1e-3")
+            continue
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            problems.append(f"--set {item!r}: the value is not valid YAML")
+            continue
+        *parents, leaf = key.split(".")
+        node = data
+        for depth, part in enumerate(parents):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                problems.append(f"--set {item!r}: {'.'.join(parents[:depth + 1])} is not a section")
+                break
+            node = child
+        else:
+            node[leaf] = value
+    if problems:
+        raise ConfigError("command line", problems)
+    return data
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
+    """Read and validate a params file (with ``--set`` overrides applied);
+    ConfigError (with every problem) otherwise."""
     import yaml
 
     path = Path(path)
@@ -377,4 +413,8 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(str(path), [f"<yaml>: not valid YAML at {where}: {getattr(err, 'problem', err)}"]) from None
     except UnicodeDecodeError as err:
         raise ConfigError(str(path), [f"<file>: not UTF-8 text ({err.reason})"]) from None
+    if overrides:
+        if data is not None and not isinstance(data, dict):
+            return parse_config(data, str(path))  # reports the bad root
+        return parse_config(apply_overrides(data or {}, overrides), f"{path} with --set {' '.join(overrides)}")
     return parse_config(data, str(path))

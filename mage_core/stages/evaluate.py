@@ -17,6 +17,8 @@ Both files are written atomically; nothing is written if the contract fails.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import time
 from pathlib import Path
 from typing import Any
@@ -113,8 +115,9 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     return metrics
 
 
-def run(params: str, policy: str, out: str, which: str = "all", per_opponent_seat: int | None = None) -> int:
-    cfg = load_config(params)
+def run(params: str, policy: str, out: str, which: str = "all", per_opponent_seat: int | None = None,
+        overrides: Sequence[str] = ()) -> int:
+    cfg = load_config(params, overrides)
     problems = []
     if which not in WHICH:
         problems.append(f"--suites: {which!r} is not one of {', '.join(WHICH)}")

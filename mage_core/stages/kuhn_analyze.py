@@ -72,8 +72,9 @@ def seat_mixes(population: Population, settings: OpponentSettings
     return out
 
 
-def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3) -> int:
-    cfg = load_config(params)
+def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3,
+        overrides: Sequence[str] = ()) -> int:
+    cfg = load_config(params, overrides)
     settings = cfg.opponents.settings()
     if meta_hands < 0 or meta_hands > 8:
         raise ConfigError("command line", [f"--meta-hands: must lie in 0..8, got {meta_hands}"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -47,8 +49,9 @@ def run(
     num_games: int | None = None,
     seed: int | None = None,
     out: str = "reports/tournament.json",
+    overrides: Sequence[str] = (),
 ) -> int:
-    cfg = load_config(params)
+    cfg = load_config(params, overrides)
     matches = resolve_matches(cfg, game, player_a, player_b, num_games)
     seed = cfg.seed if seed is None else seed
     settings = cfg.opponents.settings()

@@ -19,7 +19,7 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -95,8 +95,8 @@ def make_codec(tokenizer: Any) -> TokenCodec:
 
 
 def run(params: str, out: str | None = None, resume: bool = False, iterations: int | None = None,
-        time_budget_minutes: float | None = None) -> int:
-    cfg = load_config(params)
+        time_budget_minutes: float | None = None, overrides: Sequence[str] = ()) -> int:
+    cfg = load_config(params, overrides)
     overrides: dict[str, Any] = {}
     if iterations is not None:
         if iterations < 1:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.console import Console
 from rich.table import Table
 
@@ -9,8 +11,8 @@ from mage_core.config import load_config
 from mage_core.opponents.population import Population
 
 
-def run(params: str) -> int:
-    cfg = load_config(params)
+def run(params: str, overrides: Sequence[str] = ()) -> int:
+    cfg = load_config(params, overrides)
     console = Console()
     console.print(f"[green]ok[/]: {params} is valid (seed {cfg.seed}, training game [bold]{cfg.env.name}[/])")
     for game in ("tic_tac_toe", "kuhn_poker"):

@@ -117,3 +117,28 @@ def test_empty_file_gives_the_defaults(tmp_path: Path) -> None:
     assert cfg.env.kuhn_poker.max_turns == 6
     assert cfg.env.sokoban.length_penalty_coef == 1.0
     assert cfg.population.kuhn_poker == "paper"
+
+
+def test_set_overrides_apply_before_validation(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  iterations: 5\n")
+    cfg = load_config(path, ["train.iterations=7", "algorithm.preset=gigpo", "rollout.restart=same",
+                             "evaluation.ood.kuhn_poker={argmax: [{opponent: cfr_argmax}]}"])
+    assert cfg.train.iterations == 7
+    assert cfg.algorithm.preset == "gigpo" and cfg.algorithm.group_size == 24  # the preset fills its keys
+    assert cfg.rollout.restart == "same"
+    assert list(cfg.evaluation.ood.kuhn_poker) == ["argmax"]
+    assert path.read_text() == "train:\n  iterations: 5\n"  # the file is never touched
+    # A bad value is reported like one in the file, naming the key and the --set items.
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["train.iterations=-1"])
+    assert "--set train.iterations=-1" in info.value.source
+    assert info.value.problems == ["train.iterations: Input should be greater than 0 (got -1)"]
+    # Malformed items are all reported at once.
+    with pytest.raises(ConfigError) as info:
+        load_config(path, ["iterations", "train.=3", "train.iterations.x=1"])
+    assert info.value.problems == [
+        "--set 'iterations': expected KEY=VALUE with a dotted key, e.g. train.learning_rate=1e-3",
+        "--set 'train.=3': expected KEY=VALUE with a dotted key, e.g. train.learning_rate=1e-3",
+        "--set 'train.iterations.x=1': train.iterations is not a section",
+    ]
