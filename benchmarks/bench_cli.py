@@ -18,6 +18,7 @@ COMMANDS = [
     ["validate", "--help"],
     ["tournament", "--help"],
     ["train", "--help"],
+    ["evaluate", "--help"],
     ["kuhn", "--help"],
     ["kuhn", "analyze", "--help"],
 ]

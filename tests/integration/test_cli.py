@@ -11,7 +11,8 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-HEAVY = ("numpy", "pydantic", "torch", "transformers", "mlflow", "prefect", "great_expectations", "deepspeed", "ray")
+HEAVY = ("numpy", "pydantic", "torch", "transformers", "pandas", "mlflow", "prefect", "great_expectations",
+         "deepspeed", "ray")
 
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -19,7 +20,7 @@ def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["tournament", "--help"], ["kuhn", "analyze", "--help"],
-                                  ["validate", "--help"]])
+                                  ["validate", "--help"], ["train", "--help"], ["evaluate", "--help"]])
 def test_help_imports_nothing_heavy(argv: list[str]) -> None:
     code = (
         "import sys\n"
