@@ -96,7 +96,7 @@ def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, flo
         figures[f"{group}/exploitation_ratio"] = ratio
         table.add_row(group.removeprefix("eval/"), *[f"{metrics[f'{group}/chips_ep{i}']:+.3f}" for i in range(1, k + 1)],
                       analysis.format_fraction(br), f"{ratio:.2f}",
-                      *[f"{metrics[f'{group}/pass@{i}']:.3f}" for i in range(1, k + 1)])
+                      *[f"{metrics[f'{group}/pass_at_{i}']:.3f}" for i in range(1, k + 1)])
     console.print(table)
     ceilings = population_ceilings(seat_mixes(Population(entries), settings), k)[-1]
     restart = cfg.rollout.restart

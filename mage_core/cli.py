@@ -173,13 +173,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_config_error(err)
         return EXIT_BAD_INPUT
     except Exception as err:
+        from mage_core.evaluation.contracts import ContractError
+        from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
 
-        if not isinstance(err, CheckpointError):
+        kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
+                 ContractError: "data contract broken"}
+        kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
+        if kind is None:
             raise
         from rich.console import Console
+        from rich.text import Text
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]checkpoint error:[/] {err}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(Text.assemble((f"{kind}: ", "bold red"), str(err)))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -270,6 +270,16 @@ class TournamentConfig(Strict):
     matches: list[MatchConfig] = []
 
 
+class TrackingConfig(Strict):
+    """Run tracking: every stage execution is an MLflow run when ``mlflow`` is on.
+    The store is ``MLFLOW_TRACKING_URI``, else ``mlflow.db`` (sqlite) in the project.
+    Off by default in the schema, so library use and tests write no store
+    unless asked; the project's params.yaml turns it on."""
+
+    mlflow: bool = False
+    experiment: Annotated[str, StringConstraints(min_length=1)] = "mage"
+
+
 class Config(Strict):
     """The whole of params.yaml."""
 
@@ -284,6 +294,7 @@ class Config(Strict):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     train: TrainConfig = TrainConfig()
     evaluation: EvaluationSection = EvaluationSection()
+    tracking: TrackingConfig = TrackingConfig()
 
     @model_validator(mode="before")
     @classmethod

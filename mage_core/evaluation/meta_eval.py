@@ -51,7 +51,7 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
 
     Keys ``<group>/<name>``: group is ``all`` or ``<opponent>/<seat>``; names
     ``{unit}_ep{k}`` (mean ``score``), ``success_ep{k}``, ``draw_ep{k}``,
-    ``pass@{k}`` (k = 1..num_episodes), ``invalid_rate`` (invalid actions per
+    ``pass_at_{k}`` (k = 1..num_episodes), ``invalid_rate`` (invalid actions per
     turn), ``num_meta_episodes``. ``intervals`` adds ``<name>_low`` and
     ``<name>_high``: 95% Wilson intervals of rates, normal intervals of means.
 
@@ -87,7 +87,7 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
                 _mean(out, f"{g}/{unit}_ep{k}", [r["score"] for r in played], intervals)
                 _rate(out, f"{g}/success_ep{k}", sum(bool(r["success"]) for r in played), len(played), intervals)
                 _rate(out, f"{g}/draw_ep{k}", sum(bool(r["draw"]) for r in played), len(played), intervals)
-            _rate(out, f"{g}/pass@{k}", sum(f is not None and f <= k for f in first_success), n, intervals)
+            _rate(out, f"{g}/pass_at_{k}", sum(f is not None and f <= k for f in first_success), n, intervals)
     if weights:
         _reweight_all(out, weights)
     return out

@@ -10,9 +10,11 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
 - ``metrics.json``: per suite, per (opponent, seat) and population-weighted:
   mean reward (Kuhn: chips) and success/draw rate per episode index, Pass@k,
   each with a 95% interval; for Kuhn the exact best-response value and the
-  exploitation ratio (final-episode chips over it).
+  exploitation ratio (final-episode chips over it);
+- ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
 
-Both files are written atomically; nothing is written if the contract fails.
+Files are written atomically; nothing is written if the contract fails. With
+``tracking.mlflow`` the run (params, metrics, the three files) goes to MLflow.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from mage_core.evaluation.contracts import trial_rules, validate
 from mage_core.evaluation.meta_eval import summarize_trials
 from mage_core.evaluation.suites import WHICH, Suite, suites_for
 from mage_core.evaluation.trials import SEAT_NAMES, TRIAL_COLUMNS, trial_rows
-from mage_core.io.atomic import write_bytes_atomic, write_json_atomic
+from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mage_core.io.dotted import flatten
+from mage_core.rollout.transcript import transcripts
+from mage_core.tracking.runs import check_tracking, open_mlflow_run
 
 console = Console()
 
@@ -82,6 +87,8 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if not (policy_dir / "config.json").is_file():
         raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
                                            "`mage train` output's best/ or policy-init/, or a local HF model folder"])
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     torch.set_num_threads(cfg.train.num_threads)
     model, tokenizer = load_policy(policy_dir)
     trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),
@@ -92,10 +99,12 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     suites = suites_for(cfg, which)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
+    samples: list[str] = []
     for suite in suites:
         started = time.perf_counter()
         with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):
             metas = trainer.run_suite(suite, n)
+        samples.append(f"# ===== suite {suite.name}\n" + transcripts(metas, trainer.codec.decode))
         suite_rows = trial_rows(metas, suite.name, unit_scale)
         rows += suite_rows
         summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
@@ -112,7 +121,23 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     write_bytes_atomic(out_dir / "trials.parquet", frame.to_parquet(index=False))
     write_json_atomic(out_dir / "metrics.json", {"game": game, "episodes_per_meta_episode": k,
                                                 "policy": str(policy_dir), "metrics": metrics})
+    write_text_atomic(out_dir / "transcripts.txt", "\n".join(samples))
+    if cfg.tracking.mlflow:
+        _track(cfg, policy_dir, out_dir, which, n, metrics)
     return metrics
+
+
+def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, metrics: dict[str, float]) -> None:
+    from mage_core.stages.train import config_digest
+
+    run = open_mlflow_run("evaluate", cfg.tracking.experiment, config_digest(cfg), Path.cwd(),
+                          run_name=f"evaluate {cfg.env.name} {which}")
+    with run:
+        run.log_params({**flatten(cfg.model_dump(mode="json")), "evaluate.policy": str(policy_dir),
+                        "evaluate.suites": which, "evaluate.per_opponent_seat": n})
+        run.log_metrics(0, metrics)
+        for name in ("trials.parquet", "metrics.json", "transcripts.txt"):
+            run.log_artifact(out_dir / name)
 
 
 def run(params: str, policy: str, out: str, which: str = "all", per_opponent_seat: int | None = None,

@@ -27,9 +27,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mage_core.config import Config, ConfigError, load_config
-from mage_core.io.atomic import write_json_atomic
+from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
+from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.jsonl import JsonlLogger
+from mage_core.tracking.runs import StageTracker, check_tracking, open_mlflow_run
 from mage_core.trainers.checkpoint import (
     CheckpointManager,
     capture_rng,
@@ -133,6 +135,8 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
         raise ConfigError("command line", [
             f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
             "or choose another --out"])
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     tokenizer, model = build_policy(cfg, out_dir)
     t = cfg.train
     engine = TorchEngine(model, learning_rate=t.learning_rate, weight_decay=t.weight_decay,
@@ -150,50 +154,66 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
         state = TrainState(iteration=step, best_score=saved["best_score"], best_iteration=saved["best_iteration"])
         generator.load_policy_state(engine.policy_state_dict())
         console.print(f"resumed from {latest} at iteration {step}")
-    logger = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if resume else None)
+    mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
+                                  run_name=f"train {cfg.env.name} {cfg.algorithm.preset}")
+                  if cfg.tracking.mlflow else None)
+    jsonl = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if resume else None)
+    logger = StageTracker([jsonl] + ([mlflow_run] if mlflow_run is not None else []), mlflow_run)
+    params = {"config_digest": digest, **flatten(cfg.model_dump(mode="json"))}
     if not resume:
-        logger.log_params({"config_digest": digest, **flatten(cfg.model_dump(mode="json"))})
-    started = time.monotonic()
-    k = trainer.eval_settings.num_episodes
-    done_here = 0
-    columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[status]}"))
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(cfg.algorithm.preset, total=t.iterations, completed=state.iteration, status="")
-        while state.iteration < t.iterations:
-            it = state.iteration
-            metrics = trainer.iteration(it, rng, torch_rng)
-            state.iteration = it + 1
-            if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
-                eval_metrics, _ = trainer.evaluate()
-                metrics.update(eval_metrics)
-                score = headline(eval_metrics, trainer.game, k)
-                if score > state.best_score:
-                    state.best_score, state.best_iteration = score, state.iteration
-                    save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
-            logger.log_metrics(state.iteration, metrics)
-            over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
-            if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations or over_budget:
-                _save(checkpoints, engine, state, rng, torch_rng, digest)
-            progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
-            done_here += 1
-            if stop_after is not None and done_here >= stop_after:
-                logger.close()
-                return {"interrupted": True, "iteration": state.iteration, "headline": float("nan")}
-            if over_budget:
-                console.print(f"time budget of {t.time_budget_minutes} min reached at iteration {state.iteration}")
-                break
-    final, _ = trainer.evaluate()
-    logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
-    logger.close()
-    summary = {
-        "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
-        "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),
-        "best_score": state.best_score, "best_iteration": state.best_iteration, "final_eval": final,
-        "config_digest": digest,
-    }
-    write_json_atomic(out_dir / "summary.json", summary)
-    return summary
+        jsonl.log_params(params)
+    if mlflow_run is not None:  # a resumed run is a new MLflow run, tagged with where it resumed
+        mlflow_run.log_params(params)
+        mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration)})
+    try:
+        started = time.monotonic()
+        k = trainer.eval_settings.num_episodes
+        done_here = 0
+        columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.fields[status]}"))
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task(cfg.algorithm.preset, total=t.iterations, completed=state.iteration, status="")
+            while state.iteration < t.iterations:
+                it = state.iteration
+                metrics = trainer.iteration(it, rng, torch_rng)
+                state.iteration = it + 1
+                if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
+                    eval_metrics, _ = trainer.evaluate()
+                    metrics.update(eval_metrics)
+                    score = headline(eval_metrics, trainer.game, k)
+                    if score > state.best_score:
+                        state.best_score, state.best_iteration = score, state.iteration
+                        save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
+                logger.log_metrics(state.iteration, metrics)
+                over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
+                if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations or over_budget:
+                    _save(checkpoints, engine, state, rng, torch_rng, digest)
+                progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
+                done_here += 1
+                if stop_after is not None and done_here >= stop_after:
+                    logger.close("KILLED")
+                    return {"interrupted": True, "iteration": state.iteration, "headline": float("nan")}
+                if over_budget:
+                    console.print(f"time budget of {t.time_budget_minutes} min reached at iteration "
+                                  f"{state.iteration}")
+                    break
+        final, final_metas = trainer.evaluate()
+        logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
+        summary = {
+            "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
+            "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),
+            "best_score": state.best_score, "best_iteration": state.best_iteration, "final_eval": final,
+            "config_digest": digest,
+        }
+        write_json_atomic(out_dir / "summary.json", summary)
+        write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))
+        for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
+            logger.log_artifact(out_dir / name)
+        logger.close()
+        return summary
+    except BaseException as err:
+        logger.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        raise
 
 
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,

@@ -135,10 +135,24 @@ class MlflowTracker:
     manager, an exception inside ends the run FAILED (KILLED on Ctrl-C).
     """
 
-    def __init__(self, client: Any, run_id: str) -> None:
+    def __init__(self, client: Any, run_id: str, owned: bool = True) -> None:
         self._client = client  # mlflow.tracking.MlflowClient, typed Any to keep mlflow lazy
         self._run_id = run_id
-        self._closed = False
+        self._closed = not owned  # a run attached to is ended by its owner, not here
+
+    @classmethod
+    def attach(cls, tracking_uri: str, run_id: str) -> MlflowTracker:
+        """Log into an existing run that someone else (a flow) created and will end."""
+        _quiet_mlflow_env()
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=tracking_uri)
+        try:
+            client.get_run(run_id)
+        except MlflowException as err:
+            raise TrackingUnavailable(f"MLflow run {run_id} does not exist in {tracking_uri}: {err}") from err
+        return cls(client, run_id, owned=False)
 
     @classmethod
     def start(

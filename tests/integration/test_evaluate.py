@@ -41,7 +41,7 @@ def test_kuhn_suites_trials_and_metrics(policy: Path, tmp_path: Path) -> None:
     assert metrics["eval/in_domain/aggressive/first/best_response_value"] == pytest.approx(1 / 3)
     assert metrics["eval/in_domain/aggressive/first/exploitation_ratio"] == pytest.approx(
         rows[rows.episode == 3].score.mean() * 3)
-    low, mid, high = (metrics[f"eval/ood_cfr/all/pass@3{s}"] for s in ("_low", "", "_high"))
+    low, mid, high = (metrics[f"eval/ood_cfr/all/pass_at_3{s}"] for s in ("_low", "", "_high"))
     assert low <= mid <= high
     saved = json.loads((tmp_path / "a" / "metrics.json").read_text())
     assert saved["metrics"] == metrics and saved["episodes_per_meta_episode"] == 3

@@ -31,11 +31,11 @@ def test_pass_at_k_success_and_draw_rates_by_hand() -> None:
     ]
     m = summarize(metas, 3)
     # Pass@k: first wins at episode 2, never, 1, never -> pass@1 1/4, pass@2 2/4, pass@3 2/4.
-    assert (m["all/pass@1"], m["all/pass@2"], m["all/pass@3"]) == (0.25, 0.5, 0.5)
+    assert (m["all/pass_at_1"], m["all/pass_at_2"], m["all/pass_at_3"]) == (0.25, 0.5, 0.5)
     assert m["all/success_ep1"] == 0.25 and m["all/success_ep3"] == 0.5
     assert m["all/draw_ep1"] == 0.25 and m["all/draw_ep3"] == 0.25
     assert m["all/reward_ep1"] == pytest.approx(-2.5) and m["all/reward_ep2"] == pytest.approx(-2.5)
-    assert m["a/first/pass@1"] == 0.0 and m["b/second/pass@1"] == 0.5
+    assert m["a/first/pass_at_1"] == 0.0 and m["b/second/pass_at_1"] == 0.5
     assert m["all/invalid_rate"] == pytest.approx(5 / 36)  # 5 losses x 1 invalid over 12 episodes x 3 turns
     assert m["all/num_meta_episodes"] == 4
 
@@ -47,7 +47,7 @@ def test_chips_unit_divides_rewards() -> None:
 
 def test_early_stopped_meta_episodes_count_for_pass_at_k() -> None:
     m = summarize([finished("a", 0, [W], [10]), finished("a", 0, [L, L, L], [-10] * 3)], 3)
-    assert m["all/pass@3"] == 0.5
+    assert m["all/pass_at_3"] == 0.5
     assert m["all/success_ep1"] == 0.5 and m["all/success_ep2"] == 0.0  # ep2 only played by the second
 
 
