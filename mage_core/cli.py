@@ -65,7 +65,8 @@ def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from mage_core.stages.train import run
 
-    return run(args.params, out=args.out, resume=args.resume, iterations=args.iterations,
+    resume = {None: False, "yes": True, "auto": "auto"}[args.resume]
+    return run(args.params, out=args.out, resume=resume, iterations=args.iterations,
                time_budget_minutes=args.time_budget, overrides=args.overrides)
 
 
@@ -114,7 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         "continue exactly where the last checkpoint left off."), formatter_class=fmt)
     _add_params(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default: train.output_dir)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--resume", nargs="?", const="yes", choices=["yes", "auto"],
+                   help="continue from the latest checkpoint in --out (its configuration must match); "
+                        "--resume auto: continue when it matches, start afresh when params changed (pipelines)")
     p.add_argument("--iterations", type=int, metavar="N", help="override train.iterations")
     p.add_argument("--time-budget", type=float, metavar="MIN",
                    help="override train.time_budget_minutes (stop, checkpoint and evaluate after MIN minutes)")

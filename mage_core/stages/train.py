@@ -17,9 +17,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import shutil
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import torch
@@ -33,6 +34,7 @@ from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.jsonl import JsonlLogger
 from mage_core.tracking.runs import StageTracker, check_tracking, open_mlflow_run
 from mage_core.trainers.checkpoint import (
+    CheckpointError,
     CheckpointManager,
     capture_rng,
     pack_engine_state,
@@ -96,7 +98,7 @@ def make_codec(tokenizer: Any) -> TokenCodec:
     return TokenCodec(encode_prompt, encode_action, decode)
 
 
-def run(params: str, out: str | None = None, resume: bool = False, iterations: int | None = None,
+def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = False, iterations: int | None = None,
         time_budget_minutes: float | None = None, overrides: Sequence[str] = ()) -> int:
     cfg = load_config(params, overrides)
     overrides: dict[str, Any] = {}
@@ -116,9 +118,13 @@ def run(params: str, out: str | None = None, resume: bool = False, iterations: i
     return 0
 
 
-def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
-    """Train; returns the summary. ``stop_after`` ends the process's work after
-    that many iterations of this call (tests use it to interrupt a run)."""
+def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
+          stop_after: int | None = None) -> dict[str, Any]:
+    """Train; returns the summary. ``resume``: False refuses a folder that holds
+    checkpoints; True continues the latest (its configuration must match);
+    "auto" continues it when the configuration matches and starts afresh
+    otherwise (a pipeline stage re-run). ``stop_after`` ends the process's work
+    after that many iterations of this call (tests use it to interrupt a run)."""
     from mage_core.backends.hf import HFGenerator
     from mage_core.backends.torch_engine import TorchEngine
     from mage_core.policy.model import save_policy
@@ -131,6 +137,15 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
     digest = config_digest(cfg)
     latest = checkpoints.latest()
+    if resume == "auto" and latest is not None and _stale(checkpoints, latest, digest):
+        # A pipeline re-run after a params change (DVC): the old run is not continued.
+        console.print(f"{out_dir}: the checkpoints were written under another configuration; starting afresh")
+        for name in ("checkpoints", "policy-init", "best"):
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+        for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
+            (out_dir / name).unlink(missing_ok=True)
+        checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
+        latest = None
     if latest is not None and not resume:
         raise ConfigError("command line", [
             f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
@@ -157,10 +172,11 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
     mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
                                   run_name=f"train {cfg.env.name} {cfg.algorithm.preset}")
                   if cfg.tracking.mlflow else None)
-    jsonl = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if resume else None)
+    continued = state.iteration > 0  # a resumed run appends to its log, cut back to the checkpoint
+    jsonl = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if continued else None)
     logger = StageTracker([jsonl] + ([mlflow_run] if mlflow_run is not None else []), mlflow_run)
     params = {"config_digest": digest, **flatten(cfg.model_dump(mode="json"))}
-    if not resume:
+    if not continued:
         jsonl.log_params(params)
     if mlflow_run is not None:  # a resumed run is a new MLflow run, tagged with where it resumed
         mlflow_run.log_params(params)
@@ -214,6 +230,15 @@ def train(cfg: Config, out_dir: Path, resume: bool = False, stop_after: int | No
     except BaseException as err:
         logger.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
+
+
+def _stale(checkpoints: CheckpointManager, latest: Path, digest: str) -> bool:
+    """Whether ``latest`` was written under another configuration (a damaged one
+    is not judged here: loading it reports the damage)."""
+    try:
+        return checkpoints.verify(latest)["metadata"].get("config_digest") != digest
+    except CheckpointError:
+        return False
 
 
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,

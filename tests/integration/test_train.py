@@ -139,3 +139,23 @@ def test_time_budget_stop_on_a_checkpoint_iteration_saves_once(tmp_path: Path) -
     assert summary["iterations"] == 1
     latest = CheckpointManager(tmp_path / "run" / "checkpoints").latest()
     assert latest is not None and latest.name == "step-000001"
+
+
+def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_path: Path) -> None:
+    cfg = parse_config(PARAMS)
+    out = tmp_path / "run"
+    train(cfg, out, stop_after=2)
+    resumed = train(cfg, out, resume="auto")  # same configuration: continues at iteration 2
+    straight = train(cfg, tmp_path / "straight")
+    assert resumed["iterations"] == 4
+    assert_same(final_weights(out), final_weights(tmp_path / "straight"))
+    assert resumed["final_eval"] == straight["final_eval"]
+    # params changed (as after `dvc exp run -S ...`): the old checkpoints are not continued
+    changed = parse_config({**PARAMS, "train": {**PARAMS["train"], "learning_rate": 1e-4}})
+    with pytest.raises(CheckpointError, match="metadata does not match"):
+        train(changed, out, resume=True)
+    fresh = train(changed, out, resume="auto")
+    assert fresh["iterations"] == 4 and fresh["config_digest"] != straight["config_digest"]
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[0]["params"]["train.learning_rate"] == 1e-4  # a new log, not an appended one
+    assert [m["step"] for m in metrics[1:] if "final/eval/all/chips_ep3" not in m] == [1, 2, 3, 4]

@@ -1,0 +1,330 @@
+"""Evaluation and training outputs of many runs as tidy tables (METHOD.md sections 8-9).
+
+The report stage reads, per run, what ``mage evaluate`` wrote (``metrics.json``,
+``trials.parquet``) and what ``mage train`` wrote (``metrics.jsonl``,
+``summary.json``) and turns them into three DataFrames (``RunTables``):
+
+- ``episodes``: one row per (run, suite, group, episode index k): success, draw,
+  mean score (Kuhn: chips, METHOD.md section 8's primary Kuhn metric) and
+  Pass@k, each with its 95% interval as ``mage evaluate`` computed it; the
+  group-level Kuhn figures (best-response value, exploitation ratio) repeated on
+  every k so that one table answers every per-opponent question;
+- ``curves``: one row per (run, training step): the train headline (final
+  episode of the training rollouts), the eval headline where training evaluated,
+  and the policy entropy (whose collapse is the known failure of fresh-deal Kuhn);
+- ``overview``: one row per run: K, the policy evaluated, and the training
+  summary and settings (population, restart) the Kuhn ceilings depend on.
+
+Metrics are re-read, never recomputed: a cell of Table 1 is exactly the number
+in ``metrics.json``. pandas is imported at module top because only stages import
+this module, and ``mage --help`` imports no stage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mage_core.evaluation.trials import TRIAL_COLUMNS
+
+#: Paper order of the environments (Table 1); others follow alphabetically.
+ENV_ORDER = ("kuhn_poker", "tic_tac_toe", "alfworld", "sokoban", "webshop")
+ENV_LABELS = {"kuhn_poker": "Kuhn Poker", "tic_tac_toe": "Tic-Tac-Toe", "alfworld": "ALFWorld",
+              "sokoban": "Sokoban", "webshop": "WebShop"}
+IN_DOMAIN = "in_domain"
+MISSING = "—"
+
+EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat", "unit", "episode",
+                   "num_meta_episodes", "success", "success_low", "success_high", "draw", "draw_low", "draw_high",
+                   "score", "score_low", "score_high", "pass_at", "pass_at_low", "pass_at_high",
+                   "best_response_value", "exploitation_ratio")
+CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
+OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
+                    "iterations", "minutes", "best_score", "best_iteration")
+
+_PER_EPISODE = re.compile(r"^(success|draw|chips|reward)_ep(\d+)(_low|_high)?$")
+_PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
+_GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio")
+
+
+class RunTables(NamedTuple):
+    episodes: pd.DataFrame
+    curves: pd.DataFrame
+    overview: pd.DataFrame
+
+
+def unit_of(env: str) -> str:
+    """Kuhn is read in chips: win rate does not show exploitation (METHOD.md section 8)."""
+    return "chips" if env == "kuhn_poker" else "reward"
+
+
+def env_sort_key(env: str) -> tuple[int, str]:
+    return (ENV_ORDER.index(env) if env in ENV_ORDER else len(ENV_ORDER), env)
+
+
+def load_runs(eval_root: Path, train_root: Path | None, runs: Mapping[str, tuple[str, str]]) -> RunTables:
+    """Read every run's outputs; ``runs`` maps a run name (its folder under
+    ``eval_root`` and ``train_root``) to its (env, method).
+
+    Every run must have an evaluation folder. A training folder is optional
+    (prompting-only baselines have none), but one that exists must be complete.
+    Raises ValueError naming the file that is missing or malformed."""
+    episodes: list[dict[str, Any]] = []
+    curves: list[dict[str, Any]] = []
+    overview: list[dict[str, Any]] = []
+    for run, (env, method) in runs.items():
+        ident = {"run": run, "env": env, "method": method}
+        info = _read_eval(eval_root / run, env)
+        episodes += [{**ident, **row} for row in _episode_rows(info["metrics"], unit_of(env))]
+        row = {**ident, "episodes_per_meta_episode": info["episodes_per_meta_episode"], "policy": info["policy"]}
+        train_dir = train_root / run if train_root is not None else None
+        if train_dir is not None and train_dir.is_dir():
+            params, records = _read_jsonl(train_dir / "metrics.jsonl")
+            summary = _read_json(train_dir / "summary.json", ("iterations", "minutes", "best_score",
+                                                               "best_iteration"))
+            curves += [{**ident, **c} for c in _curve_rows(records, env)]
+            row.update({key: summary[key] for key in ("iterations", "minutes", "best_score", "best_iteration")})
+            population = params.get(f"population.{env}")
+            row["population"] = population if isinstance(population, str) else "custom"
+            row["restart"] = params.get("rollout.restart")
+        overview.append(row)
+    return RunTables(pd.DataFrame(episodes, columns=list(EPISODE_COLUMNS)),
+                     pd.DataFrame(curves, columns=list(CURVE_COLUMNS)),
+                     pd.DataFrame(overview, columns=list(OVERVIEW_COLUMNS)))
+
+
+def _read_json(path: Path, required: tuple[str, ...]) -> dict[str, Any]:
+    if not path.is_file():
+        raise ValueError(f"{path}: file missing")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from err
+    absent = [key for key in required if not isinstance(data, dict) or key not in data]
+    if absent:
+        raise ValueError(f"{path}: malformed, missing key(s) {', '.join(absent)}")
+    return data
+
+
+def _read_eval(folder: Path, env: str) -> dict[str, Any]:
+    """``metrics.json`` checked against the run's env; ``trials.parquet`` checked
+    for its columns and suites, so stale or foreign files are caught here."""
+    path = folder / "metrics.json"
+    data = _read_json(path, ("game", "episodes_per_meta_episode", "policy", "metrics"))
+    metrics = data["metrics"]
+    if not isinstance(metrics, dict) or not all(
+            isinstance(v, (int, float)) and k.startswith("eval/") and k.count("/") >= 3 for k, v in metrics.items()):
+        raise ValueError(f"{path}: malformed, 'metrics' must map eval/<suite>/<group>/<name> keys to numbers")
+    if data["game"] != env:
+        raise ValueError(f"{path}: evaluates {data['game']!r} but the run is listed under env {env!r}")
+    trials = folder / "trials.parquet"
+    if not trials.is_file():
+        raise ValueError(f"{trials}: file missing")
+    try:
+        columns = list(pq.read_schema(trials).names)
+        if tuple(columns) != TRIAL_COLUMNS:
+            raise ValueError(f"{trials}: columns {columns} are not the trial table's {list(TRIAL_COLUMNS)}")
+        frame = pd.read_parquet(trials, columns=["suite"])
+    except (OSError, pa.ArrowException) as err:
+        raise ValueError(f"{trials}: not a readable parquet file ({err})") from err
+    suites = {key.split("/")[1] for key in metrics}
+    if set(frame["suite"]) != suites:
+        raise ValueError(f"{trials}: suites {sorted(set(frame['suite']))} differ from {path}'s {sorted(suites)}")
+    return data
+
+
+def _episode_rows(metrics: Mapping[str, float], unit: str) -> list[dict[str, Any]]:
+    """``eval/<suite>/<group>/<name>`` keys -> one row per (suite, group, k)."""
+    cells: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    scalars: dict[tuple[str, str], dict[str, float]] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        where, name = (parts[1], "/".join(parts[2:-1])), parts[-1]
+        if (m := _PER_EPISODE.match(name)) is not None:
+            column = "score" if m[1] in ("chips", "reward") else m[1]
+            cells.setdefault(where, {}).setdefault(int(m[2]), {})[column + (m[3] or "")] = float(value)
+        elif (m := _PASS_AT.match(name)) is not None:
+            cells.setdefault(where, {}).setdefault(int(m[1]), {})["pass_at" + (m[2] or "")] = float(value)
+        elif name in _GROUP_SCALARS:
+            scalars.setdefault(where, {})[name] = float(value)
+    rows = []
+    for (suite, group), by_k in sorted(cells.items()):
+        opponent, _, seat = group.partition("/")
+        for k, values in sorted(by_k.items()):
+            rows.append({"suite": suite, "group": group, "opponent": opponent, "seat": seat or group, "unit": unit,
+                         "episode": k, **scalars.get((suite, group), {}), **values})
+    return rows
+
+
+def _read_jsonl(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The params record and the step records of a training log."""
+    if not path.is_file():
+        raise ValueError(f"{path}: file missing")
+    params: dict[str, Any] = {}
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: line {number} is not valid JSON ({err})") from err
+        if not isinstance(record, dict) or ("params" not in record and "step" not in record):
+            raise ValueError(f"{path}: line {number} is neither a params nor a step record")
+        if "params" in record:
+            params = record["params"]
+        else:
+            records.append(record)
+    return params, records
+
+
+def _last_episode_value(record: Mapping[str, Any], prefix: str) -> float:
+    """The value of the highest episode index ``k`` among ``<prefix>{k}`` keys
+    (single-episode baselines train with K=1, meta-RL with K=3)."""
+    ks = [int(key[len(prefix):]) for key in record if key.startswith(prefix) and key[len(prefix):].isdigit()]
+    value = record[f"{prefix}{max(ks)}"] if ks else None
+    return math.nan if value is None else float(value)  # the logger writes NaN as null
+
+
+def _curve_rows(records: list[dict[str, Any]], env: str) -> list[dict[str, Any]]:
+    """One row per step; an iteration's records are merged (``final/`` keys,
+    the post-training evaluation, are in summary.json and left out here)."""
+    headline = "chips" if env == "kuhn_poker" else "success"
+    steps: dict[int, dict[str, Any]] = {}
+    for record in records:
+        steps.setdefault(int(record["step"]), {}).update(
+            {k: v for k, v in record.items() if not k.startswith("final/")})
+    rows = []
+    for step, record in sorted(steps.items()):
+        entropy = record.get("train/ppo/entropy")
+        rows.append({"step": step,
+                     "train_headline": _last_episode_value(record, f"train/rollout/all/{headline}_ep"),
+                     "eval_headline": _last_episode_value(record, f"eval/all/{headline}_ep"),
+                     "entropy": math.nan if entropy is None else float(entropy)})
+    return rows
+
+
+def _one_run_per_cell(episodes: pd.DataFrame) -> None:
+    """A table cell is one (env, method): two runs there (say two seeds) would be
+    silently conflated, so they are an error the caller must resolve."""
+    runs = episodes.drop_duplicates("run")
+    clashes = runs[runs.duplicated(["env", "method"], keep=False)]
+    if not clashes.empty:
+        pairs = "; ".join(f"{env}/{method}: {', '.join(g.run)}"
+                          for (env, method), g in clashes.groupby(["env", "method"]))
+        raise ValueError(f"more than one run per (env, method): {pairs}")
+
+
+def final_episode(episodes: pd.DataFrame, suite: str, group: str = "all") -> pd.DataFrame:
+    """Each run's row of its last episode index (K) in ``suite`` for ``group``."""
+    rows = episodes[(episodes.suite == suite) & (episodes.group == group)]
+    return rows.loc[rows.groupby("run", sort=False)["episode"].idxmax()].reset_index(drop=True)
+
+
+def fmt_interval(value: float, low: float, high: float, signed: bool = False) -> str:
+    """``0.672 [0.601, 0.735]``; a missing value is ``—``."""
+    if value is None or math.isnan(value):
+        return MISSING
+    f = "{:+.3f}" if signed else "{:.3f}"
+    if math.isnan(low) or math.isnan(high):
+        return f.format(value)
+    return f"{f.format(value)} [{f.format(low)}, {f.format(high)}]"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured markdown table (no ``tabulate`` dependency)."""
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "|".join("---" for _ in header) + "|", *map(line, rows)]) + "\n"
+
+
+def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame, str]:
+    """The paper's Table 1 (METHOD.md section 9): methods x environments.
+
+    Per environment: final-episode success and Pass@K with 95% intervals; for
+    Kuhn also final-hand chips first, since a fixed strategy already maximizes
+    the win rate (METHOD.md section 8). Returns the numbers (index method,
+    columns ``<env>/<name>``, NaN where a method was not run) and the markdown,
+    where missing cells read ``—``."""
+    _one_run_per_cell(episodes)
+    final = final_episode(episodes, suite).set_index(["method", "env"])
+    methods = list(dict.fromkeys(episodes.method))
+    envs = sorted(dict.fromkeys(episodes.env), key=env_sort_key)
+    names = {"score": "chips", "success": "success", "pass_at": "pass_at_k"}
+    numbers = pd.DataFrame(index=pd.Index(methods, name="method"))
+    for env in envs:
+        measures = ("score", "success", "pass_at") if env == "kuhn_poker" else ("success", "pass_at")
+        for measure in measures:
+            for suffix in ("", "_low", "_high"):
+                numbers[f"{env}/{names[measure]}{suffix}"] = [
+                    final.at[(m, env), measure + suffix] if (m, env) in final.index else math.nan for m in methods]
+        numbers[f"{env}/k"] = [final.at[(m, env), "episode"] if (m, env) in final.index else math.nan for m in methods]
+    header = ["method"]
+    for env in envs:
+        label, ks = ENV_LABELS.get(env, env), set(numbers[f"{env}/k"].dropna())
+        if env == "kuhn_poker":
+            header.append(f"{label} chips, final hand")
+        header += [f"{label} success, final episode", f"{label} Pass@{int(ks.pop()) if len(ks) == 1 else 'K'}"]
+    rows = []
+    for method in methods:
+        cells = [method]
+        for env in envs:
+            n = numbers.loc[method]
+            if env == "kuhn_poker":
+                cells.append(fmt_interval(*(n[f"{env}/chips{s}"] for s in ("", "_low", "_high")), signed=True))
+            cells.append(fmt_interval(*(n[f"{env}/success{s}"] for s in ("", "_low", "_high"))))
+            cells.append(fmt_interval(*(n[f"{env}/pass_at_k{s}"] for s in ("", "_low", "_high"))))
+        rows.append(cells)
+    return numbers, markdown_table(header, rows)
+
+
+def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, suite, group), the population (``all``) first: n, mean
+    score, success and Pass@k for every k, and for Kuhn the exact best-response
+    value and the exploitation ratio (final-hand chips over it)."""
+    order = {run: i for i, run in enumerate(dict.fromkeys(episodes.run))}
+    keys = ["env", "method", "run", "suite", "group"]
+    rows = []
+    for key, g in episodes.groupby(keys, sort=False):
+        first = g.iloc[0]
+        row: dict[str, Any] = {**dict(zip(keys, key)), "opponent": first.opponent, "seat": first.seat,
+                               "unit": first.unit, "num_meta_episodes": first.num_meta_episodes,
+                               "best_response_value": first.best_response_value,
+                               "exploitation_ratio": first.exploitation_ratio}
+        for r in g.sort_values("episode").itertuples():
+            row.update({f"score_ep{r.episode}": r.score, f"success_ep{r.episode}": r.success,
+                        f"pass_at_{r.episode}": r.pass_at})
+        rows.append(row)
+    rows.sort(key=lambda r: (env_sort_key(r["env"]), order[r["run"]], r["suite"] != IN_DOMAIN, r["suite"],
+                             r["group"] != "all", r["group"]))
+    return pd.DataFrame(rows)
+
+
+def flat_metrics(tables: RunTables) -> dict[str, float]:
+    """DVC metrics: ``report/<env>/<method>/<suite>_<name>`` for the population's
+    final episode of every suite, and ``report/<env>/<method>/train_<name>``."""
+    _one_run_per_cell(tables.episodes)
+    out: dict[str, float] = {}
+    for suite in dict.fromkeys(tables.episodes.suite):
+        for r in final_episode(tables.episodes, suite).itertuples():
+            prefix, k = f"report/{r.env}/{r.method}/{suite}_", r.episode
+            for column, name in (("success", f"success_ep{k}"), ("draw", f"draw_ep{k}"),
+                                 ("score", f"{r.unit}_ep{k}"), ("pass_at", f"pass_at_{k}")):
+                for suffix in ("", "_low", "_high"):
+                    value = getattr(r, column + suffix)
+                    if not math.isnan(value):
+                        out[prefix + name + suffix] = float(value)
+    for r in tables.overview.itertuples():
+        for name in ("iterations", "minutes", "best_score", "best_iteration"):
+            value = getattr(r, name)
+            if value is not None and not pd.isna(value):
+                out[f"report/{r.env}/{r.method}/train_{name}"] = float(value)
+    return dict(sorted(out.items()))

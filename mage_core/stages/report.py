@@ -1,0 +1,286 @@
+"""The report stage: evaluation and training outputs -> what a person reads.
+
+Composition root over ``mage_core.evaluation.aggregate``: for the runs given
+(run name -> (env, method)) it reads ``artifacts/eval/<run>/`` and, where it
+exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
+
+- ``table1.md`` / ``table1.csv``: methods x environments as in the paper's
+  Table 1 (METHOD.md section 9), in-domain suite, final episode, 95% intervals;
+- ``per_opponent.md``: every suite, opponent and seat, every episode index;
+- ``adaptation.png``: the population's success (Kuhn: chips) by episode index;
+- ``training_curves.png``: train headline and policy entropy per iteration;
+- ``report.md``: all of the above with how to read them;
+- ``metrics.json``: flat ``report/<env>/<method>/<name>`` figures for DVC.
+
+Figures are drawn on ``matplotlib.figure.Figure`` with the Agg canvas rather
+than through pyplot: no global backend switch, no figure registry to leak, so
+the stage is safe inside a long-lived flow process. Every file is written
+atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from mage_core.evaluation.aggregate import (
+    ENV_LABELS,
+    IN_DOMAIN,
+    MISSING,
+    RunTables,
+    env_sort_key,
+    final_episode,
+    flat_metrics,
+    load_runs,
+    markdown_table,
+    per_opponent,
+    table1,
+)
+from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+
+#: Exact Kuhn values for K=3 hands, seat-averaged (METHOD.md section 11), keyed by
+#: (population preset, restart): (Bayes-optimal final-hand chips, best fixed strategy).
+KUHN_CEILINGS: dict[tuple[str, str], tuple[Fraction, Fraction]] = {
+    ("paper", "fresh"): (Fraction(257, 1080), Fraction(1, 8)),
+    ("paper", "same"): (Fraction(23, 60), Fraction(1, 8)),
+    ("uniform", "fresh"): (Fraction(157, 648), Fraction(1, 9)),
+    ("uniform", "same"): (Fraction(7, 18), Fraction(1, 9)),
+}
+#: params.yaml's defaults, assumed for Kuhn runs without a training log.
+DEFAULT_KUHN_SETTING = ("paper", "fresh")
+#: Games with a draw outcome, whose per-opponent tables show the draw rate (METHOD.md section 8).
+DRAW_ENVS = ("tic_tac_toe",)
+FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "training_curves.png", "report.md",
+         "metrics.json")
+
+
+def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Path | None,
+           out_dir: Path) -> dict[str, float]:
+    """Write the report files (module docstring); return the DVC metrics."""
+    if not runs:
+        raise ValueError("no runs to report: pass at least one run name -> (env, method)")
+    tables = load_runs(eval_root, train_root, runs)
+    numbers, table_md = table1(tables.episodes)
+    metrics = flat_metrics(tables)
+    ceilings = kuhn_ceilings(tables.overview)
+    write_text_atomic(out_dir / "table1.md", table_md)
+    write_text_atomic(out_dir / "table1.csv", numbers.to_csv())
+    write_text_atomic(out_dir / "per_opponent.md", per_opponent_markdown(per_opponent(tables.episodes)))
+    write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
+    write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
+    write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, ceilings, eval_root, train_root))
+    write_json_atomic(out_dir / "metrics.json", metrics)
+    return metrics
+
+
+def kuhn_ceilings(overview: pd.DataFrame) -> dict[tuple[str, str], tuple[Fraction, Fraction] | None]:
+    """The (population, restart) settings of the Kuhn runs with K=3 and their exact
+    values; None for a setting METHOD.md section 11 has no value for."""
+    kuhn = overview[(overview.env == "kuhn_poker") & (overview.episodes_per_meta_episode == 3)]
+    if kuhn.empty:
+        return {}
+    settings = {(r.population, r.restart) for r in kuhn.itertuples() if isinstance(r.population, str)}
+    return {s: KUHN_CEILINGS.get(s) for s in sorted(settings or {DEFAULT_KUHN_SETTING})}
+
+
+def _figure(num_rows: int, num_panels: int) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.6 * max(num_panels, 1), 4.2 * num_rows), layout="constrained")
+    axes = fig.subplots(num_rows, max(num_panels, 1), squeeze=False)
+    return fig, axes
+
+
+def _legend_below(ax: Any) -> None:
+    """Legends under the panel: inside, they hide the curves they describe."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small", frameon=False)
+
+
+def _png(fig: Any) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)  # the Agg canvas: no display, no pyplot state
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
+def _draw_ceilings(ax: Any, ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> None:
+    for (population, restart), values in ceilings.items():
+        if values is None:
+            continue
+        best, fixed = values
+        ax.axhline(float(best), color="black", linestyle="--", linewidth=1.2,
+                   label=f"Bayes-optimal final hand {best} ({population}, {restart})")
+        ax.axhline(float(fixed), color="grey", linestyle=":", linewidth=1.2, label=f"best fixed strategy {fixed}")
+
+
+def adaptation_png(tables: RunTables, ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> bytes:
+    """Population success (Kuhn: chips per hand) of the in-domain suite by
+    episode index, one line per method, one panel per environment."""
+    rows = tables.episodes[(tables.episodes.suite == IN_DOMAIN) & (tables.episodes.group == "all")]
+    envs = sorted(dict.fromkeys(rows.env), key=env_sort_key)
+    fig, axes = _figure(1, len(envs))
+    for ax, env in zip(axes[0], envs):
+        kuhn = env == "kuhn_poker"
+        column = "score" if kuhn else "success"
+        env_rows = rows[rows.env == env]
+        runs = list(dict.fromkeys(env_rows.run))
+        for i, run in enumerate(runs):
+            r = env_rows[env_rows.run == run].sort_values("episode")
+            offset = 0.06 * (i - (len(runs) - 1) / 2)  # side by side, so error bars do not hide each other
+            errors = [(r[column] - r[f"{column}_low"]).clip(lower=0), (r[f"{column}_high"] - r[column]).clip(lower=0)]
+            ax.errorbar(r.episode + offset, r[column], yerr=errors, marker="o", capsize=4, linewidth=1.8,
+                        label=r.method.iloc[0] if len(set(env_rows.method)) == len(runs) else run)
+        if kuhn:
+            _draw_ceilings(ax, ceilings)
+        else:
+            ax.set_ylim(-0.02, 1.02)
+        ax.set_xticks(sorted(set(env_rows.episode)))
+        ax.set_xlabel("episode index k within the meta-episode")
+        ax.set_ylabel("chips per hand (mean, 95% CI)" if kuhn else "success rate (95% CI)")
+        ax.set_title(f"{ENV_LABELS.get(env, env)}: in-domain, by episode")
+        ax.grid(alpha=0.3)
+        _legend_below(ax)
+    if not envs:
+        axes[0][0].text(0.5, 0.5, "no in-domain evaluation among the runs", ha="center", va="center")
+        axes[0][0].set_axis_off()
+    return _png(fig)
+
+
+def training_curves_png(tables: RunTables,
+                        ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> bytes:
+    """Top: train headline per iteration (faint raw, solid rolling mean) and the
+    training-time eval headline (markers); bottom: policy entropy, whose early
+    collapse is the failure mode to look for (README, fresh-deal Kuhn)."""
+    from matplotlib.ticker import MaxNLocator
+
+    curves = tables.curves
+    envs = sorted(dict.fromkeys(curves.env), key=env_sort_key)
+    fig, axes = _figure(2, len(envs))
+    for col, env in enumerate(envs):
+        top, bottom = axes[0][col], axes[1][col]
+        kuhn = env == "kuhn_poker"
+        env_curves = curves[curves.env == env]
+        for i, (run, c) in enumerate(env_curves.groupby("run", sort=False)):
+            color, method = f"C{i}", c.method.iloc[0]
+            window = max(1, len(c) // 20)
+            if window > 1:  # raw values faint, their rolling mean solid
+                top.plot(c.step, c.train_headline, color=color, alpha=0.25, linewidth=0.8)
+            top.plot(c.step, c.train_headline.rolling(window, min_periods=1).mean(), color=color, linewidth=1.8,
+                     label=f"{method}: train" + (f" (rolling mean of {window})" if window > 1 else ""))
+            evals = c.dropna(subset=["eval_headline"])
+            top.plot(evals.step, evals.eval_headline, color=color, marker="o", linestyle="--", linewidth=1,
+                     label=f"{method}: eval")
+            bottom.plot(c.step, c.entropy, color=color, linewidth=1.5, label=method)
+        if kuhn:
+            _draw_ceilings(top, ceilings)
+        label = ENV_LABELS.get(env, env)
+        top.set_title(f"{label}: final-episode {'chips' if kuhn else 'success'} during training")
+        top.set_ylabel("chips per hand, final hand" if kuhn else "success rate, final episode")
+        bottom.set_title(f"{label}: policy entropy")
+        bottom.set_ylabel("entropy (nats)")
+        for ax in (top, bottom):
+            ax.set_xlabel("iteration")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.grid(alpha=0.3)
+            _legend_below(ax)
+    if not envs:
+        for ax in axes[:, 0]:
+            ax.text(0.5, 0.5, "no training logs among the runs", ha="center", va="center")
+            ax.set_axis_off()
+    return _png(fig)
+
+
+def _number(value: float, signed: bool = False) -> str:
+    return MISSING if value is None or math.isnan(value) else (f"{value:+.3f}" if signed else f"{value:.3f}")
+
+
+def per_opponent_markdown(frame: pd.DataFrame) -> str:
+    """One table per (run, suite): a row per opponent and seat, the population first."""
+    parts = ["# Per opponent and seat\n",
+             "Mean score (Kuhn: chips per hand), success rate and Pass@k at every episode index k; the `all` row "
+             "is the population-weighted average. Kuhn adds the exact best-response value of each opponent and "
+             "seat and the exploitation ratio (final-hand chips over it; 1 = fully exploited).\n"]
+    for run, runs in frame.groupby("run", sort=False):
+        env, method = runs.env.iloc[0], runs.method.iloc[0]
+        parts.append(f"## {ENV_LABELS.get(env, env)}: {method} (run `{run}`)\n")
+        for suite, rows in runs.groupby("suite", sort=False):
+            ks = sorted(int(c[len("pass_at_"):]) for c in rows.columns
+                        if c.startswith("pass_at_") and rows[c].notna().any())
+            unit, kuhn = rows.unit.iloc[0], env == "kuhn_poker"
+            measures = [("score", unit), ("success", "success")] + ([("draw", "draw")] if env in DRAW_ENVS else [])
+            header = ["opponent", "seat", "n"] + [f"{name} ep{k}" for _, name in measures for k in ks]
+            header += [f"Pass@{k}" for k in ks] + (["best response", "exploitation"] if kuhn else [])
+            table = []
+            for r in rows.to_dict("records"):
+                cells = [r["opponent"], r["seat"], f"{r['num_meta_episodes']:.0f}"]
+                cells += [_number(r.get(f"{m}_ep{k}", math.nan), signed=m == "score") for m, _ in measures for k in ks]
+                cells += [_number(r[f"pass_at_{k}"]) for k in ks]
+                if kuhn:
+                    cells += [_number(r["best_response_value"], signed=True), _number(r["exploitation_ratio"])]
+                table.append(cells)
+            parts.append(f"### suite `{suite}`\n\n" + markdown_table(header, table))
+    return "\n".join(parts)
+
+
+def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> str:
+    text = ("**How to read this.** Every meta-episode plays K episodes against the same opponent (or task). "
+            "Table 1 is the paper's: the in-domain suite's final episode, population-weighted, with 95% intervals "
+            "(Wilson for rates, normal for means); Pass@K is the share of meta-episodes won at least once in K "
+            "episodes. The adaptation curve plots the same population figure at every episode index k: a curve "
+            "that rises with k means the agent uses what earlier episodes revealed (it explores, then exploits); "
+            "a flat curve is a fixed strategy however good, and a falling one spends later episodes worse than "
+            "the first. In Kuhn Poker a single fixed strategy already maximizes the win rate, so read chips per "
+            "hand (METHOD.md section 8) against the exact values of section 11")
+    known = [(s, v) for s, v in ceilings.items() if v is not None]
+    if known:
+        text += ": " + "; ".join(
+            f"with the {p} population and {r} deals the best fixed strategy earns {fixed} = {float(fixed):.3f} and "
+            f"the Bayes-optimal final hand of a 3-hand meta-episode {best} = {float(best):.3f}"
+            for (p, r), (best, fixed) in known)
+        text += ". Final-hand chips above the best fixed strategy are earned by adaptation"
+    unknown = [f"{p}/{r}" for (p, r), v in ceilings.items() if v is None]
+    if unknown:
+        text += f" (no exact ceiling on file for {', '.join(unknown)})"
+    return text + ("; per opponent, the exploitation ratio is the share of the exact best-response value the final "
+                   "hand takes.\n")
+
+
+def report_markdown(tables: RunTables, table_md: str,
+                    ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None],
+                    eval_root: Path, train_root: Path | None) -> str:
+    """``report.md``: every output, linked or embedded, and how to read them."""
+    runs = []
+    for r in tables.overview.itertuples():
+        trained = not pd.isna(r.iterations)
+        runs.append([f"`{r.run}`", ENV_LABELS.get(r.env, r.env), r.method, str(r.episodes_per_meta_episode),
+                     f"{r.iterations:.0f}" if trained else MISSING, f"{r.minutes:.1f}" if trained else MISSING,
+                     f"{r.best_iteration:.0f}" if trained else MISSING, f"`{eval_root / r.run}`",
+                     f"`{train_root / r.run}`" if trained and train_root is not None else MISSING])
+    oods = sorted(set(tables.episodes.suite) - {IN_DOMAIN})
+    ood_rows = [[f"`{s}`", r.method, ENV_LABELS.get(r.env, r.env),
+                 _number(r.score, signed=r.env == "kuhn_poker") + f" {r.unit}", _number(r.success), _number(r.draw),
+                 _number(r.pass_at)]
+                for s in oods for r in final_episode(tables.episodes, s).itertuples()]
+    return "\n".join([
+        "# MAGE report\n", _how_to_read(ceilings),
+        "## Table 1: in-domain, final episode\n", table_md,
+        "Numbers: [table1.csv](table1.csv); this table alone: [table1.md](table1.md).\n",
+        "## Out-of-domain suites, final episode\n",
+        markdown_table(["suite", "method", "env", "score", "success", "draw", "Pass@K"], ood_rows)
+        if ood_rows else "No out-of-domain suite was evaluated.\n",
+        "## Adaptation across episodes\n", "![adaptation by episode index](adaptation.png)\n",
+        "## Training curves\n", "![training curves](training_curves.png)\n",
+        "## Per opponent and seat\n",
+        "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",
+        "## Runs\n",
+        markdown_table(["run", "env", "method", "K", "iterations", "minutes", "best iteration", "evaluation",
+                        "training"], runs),
+        "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
+    ])

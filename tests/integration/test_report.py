@@ -1,0 +1,125 @@
+"""The report stage on real outputs: tiny `mage train` runs of Kuhn Poker and
+Tic-Tac-Toe, `mage evaluate` of their policies, then every report file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from matplotlib.image import imread
+
+from mage_core.config import parse_config
+from mage_core.stages.evaluate import evaluate
+from mage_core.stages.report import FILES, report
+from mage_core.stages.train import train
+
+pytestmark = pytest.mark.integration
+
+RUNS = {"kuhn_poker-mage": ("kuhn_poker", "mage"), "kuhn_poker-untrained": ("kuhn_poker", "untrained"),
+        "tic_tac_toe-mage": ("tic_tac_toe", "mage")}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def params(game: str) -> dict[str, Any]:
+    return {"env": {"name": game}, "tournament": {"matches": []},
+            "train": {"iterations": 3, "groups_per_iteration": 2, "eval_every": 2, "checkpoint_every": 3},
+            "algorithm": {"group_size": 2}, "evaluation": {"meta_episodes_per_opponent_seat": 2}}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("artifacts")
+    train_root, eval_root = root / "train", root / "eval"
+    for game in ("kuhn_poker", "tic_tac_toe"):
+        cfg = parse_config(params(game))
+        train(cfg, train_root / f"{game}-mage")
+        evaluate(cfg, train_root / f"{game}-mage" / "best", eval_root / f"{game}-mage", "all", per_opponent_seat=3)
+    # A method without training (no train folder) and without out-of-domain suites.
+    evaluate(parse_config(params("kuhn_poker")), train_root / "kuhn_poker-mage" / "policy-init",
+             eval_root / "kuhn_poker-untrained", "in_domain", per_opponent_seat=3)
+    out = root / "reports"
+    metrics = report(RUNS, eval_root, train_root, out)
+    return {"eval": eval_root, "train": train_root, "out": out, "metrics": metrics}
+
+
+def eval_metrics(outputs: dict[str, Any], run: str) -> dict[str, float]:
+    return json.loads((outputs["eval"] / run / "metrics.json").read_text())["metrics"]
+
+
+def test_every_file_is_written_and_linked_from_report_md(outputs: dict[str, Any]) -> None:
+    out = outputs["out"]
+    for name in FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    text = (out / "report.md").read_text()
+    for name in set(FILES) - {"report.md"}:
+        assert f"]({name})" in text, name
+    assert "257/1080" in text  # the ceiling of the runs' setting (paper population, fresh deals)
+
+
+@pytest.mark.parametrize("name", ["adaptation.png", "training_curves.png"])
+def test_figures_are_real_images(outputs: dict[str, Any], name: str) -> None:
+    path = outputs["out"] / name
+    assert path.read_bytes()[:8] == PNG_SIGNATURE and path.stat().st_size > 20_000
+    pixels = imread(path)
+    height, width = pixels.shape[:2]
+    assert width > 1000 and height > 300  # one panel per environment, two environments
+    assert pixels.std() > 0.05  # drawn on, not a blank canvas
+
+
+def cell(metrics: dict[str, float], key: str, signed: bool = False) -> str:
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(metrics[key])} [{f.format(metrics[key + '_low'])}, {f.format(metrics[key + '_high'])}]"
+
+
+def test_table1_holds_the_metrics_json_numbers(outputs: dict[str, Any]) -> None:
+    kuhn, ttt = eval_metrics(outputs, "kuhn_poker-mage"), eval_metrics(outputs, "tic_tac_toe-mage")
+    untrained = eval_metrics(outputs, "kuhn_poker-untrained")
+    rows = (outputs["out"] / "table1.md").read_text().splitlines()
+    assert rows[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker success, final episode | Kuhn Poker Pass@3 "
+                       "| Tic-Tac-Toe success, final episode | Tic-Tac-Toe Pass@3 |")
+    p = "eval/in_domain/all/"
+    assert rows[2] == (f"| mage | {cell(kuhn, p + 'chips_ep3', signed=True)} | {cell(kuhn, p + 'success_ep3')} | "
+                       f"{cell(kuhn, p + 'pass_at_3')} | {cell(ttt, p + 'success_ep3')} | {cell(ttt, p + 'pass_at_3')} |")
+    assert rows[3] == (f"| untrained | {cell(untrained, p + 'chips_ep3', signed=True)} | "
+                       f"{cell(untrained, p + 'success_ep3')} | {cell(untrained, p + 'pass_at_3')} | — | — |")
+    csv = (outputs["out"] / "table1.csv").read_text().splitlines()
+    assert csv[0].startswith("method,kuhn_poker/chips,kuhn_poker/chips_low")
+    assert (outputs["out"] / "table1.md").read_text() in (outputs["out"] / "report.md").read_text()
+
+
+def test_dvc_metrics_are_the_evaluation_numbers(outputs: dict[str, Any]) -> None:
+    saved = json.loads((outputs["out"] / "metrics.json").read_text())
+    assert saved == outputs["metrics"]
+    kuhn, ttt = eval_metrics(outputs, "kuhn_poker-mage"), eval_metrics(outputs, "tic_tac_toe-mage")
+    assert saved["report/kuhn_poker/mage/in_domain_chips_ep3"] == kuhn["eval/in_domain/all/chips_ep3"]
+    assert saved["report/kuhn_poker/mage/ood_cfr_chips_ep3"] == kuhn["eval/ood_cfr/all/chips_ep3"]
+    assert saved["report/tic_tac_toe/mage/ood_mcts_1000_draw_ep3"] == ttt["eval/ood_mcts_1000/all/draw_ep3"]
+    summary = json.loads((outputs["train"] / "kuhn_poker-mage" / "summary.json").read_text())
+    assert saved["report/kuhn_poker/mage/train_iterations"] == summary["iterations"] == 3
+    assert all(re.fullmatch(r"report/[a-z_]+/[a-z]+/[a-z0-9_]+", key) for key in saved)
+
+
+def test_per_opponent_lists_every_suite_opponent_and_seat(outputs: dict[str, Any]) -> None:
+    text = (outputs["out"] / "per_opponent.md").read_text()
+    for suite in ("in_domain", "ood_cfr", "ood_cfr_argmax", "ood_mcts_1000"):
+        assert f"### suite `{suite}`" in text
+    kuhn = eval_metrics(outputs, "kuhn_poker-mage")
+    group = "eval/in_domain/aggressive/first/"
+    row = next(line for line in text.splitlines() if line.startswith("| aggressive | first |"))
+    assert row.endswith(f"| {kuhn[group + 'best_response_value']:+.3f} | {kuhn[group + 'exploitation_ratio']:.3f} |")
+    assert "draw ep3" in text  # Tic-Tac-Toe's draws (vs MCTS-1000 the draw rate is the figure to read)
+
+
+def test_without_training_logs_the_report_still_reads(outputs: dict[str, Any], tmp_path: Path) -> None:
+    report({"tic_tac_toe-mage": RUNS["tic_tac_toe-mage"]}, outputs["eval"], None, tmp_path)
+    assert imread(tmp_path / "training_curves.png").shape[0] > 300
+    assert "| `tic_tac_toe-mage` | Tic-Tac-Toe | mage | 3 | — |" in (tmp_path / "report.md").read_text()
+
+
+def test_a_missing_evaluation_is_named_and_nothing_is_written(outputs: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=re.escape(str(outputs["eval"] / "sokoban-mage" / "metrics.json"))):
+        report({**RUNS, "sokoban-mage": ("sokoban", "mage")}, outputs["eval"], outputs["train"], tmp_path / "r")
+    assert not (tmp_path / "r").exists()

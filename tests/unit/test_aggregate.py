@@ -1,0 +1,246 @@
+"""Aggregation of evaluation and training outputs, on tiny hand-made files:
+every table cell is exactly the number written in metrics.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from mage_core.evaluation.aggregate import (
+    fmt_interval,
+    flat_metrics,
+    load_runs,
+    markdown_table,
+    per_opponent,
+    table1,
+)
+from mage_core.evaluation.trials import TRIAL_COLUMNS
+
+pytestmark = pytest.mark.unit
+
+
+def bounded(key: str, value: float, low: float, high: float) -> dict[str, float]:
+    return {key: value, f"{key}_low": low, f"{key}_high": high}
+
+
+def kuhn_metrics() -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, chips in ((1, -0.05), (2, 0.10), (3, 0.20)):
+        out |= bounded(f"eval/in_domain/all/chips_ep{k}", chips, chips - 0.1, chips + 0.1)
+        out |= bounded(f"eval/in_domain/all/success_ep{k}", 0.4 + k / 10, 0.3 + k / 10, 0.5 + k / 10)
+        out |= bounded(f"eval/in_domain/all/draw_ep{k}", 0.0, 0.0, 0.1)
+        out |= bounded(f"eval/in_domain/all/pass_at_{k}", 0.5 + k / 10, 0.4 + k / 10, 0.6 + k / 10)
+        out |= bounded(f"eval/in_domain/aggressive/first/chips_ep{k}", 0.25, 0.2, 0.3)
+        out |= bounded(f"eval/in_domain/aggressive/first/success_ep{k}", 0.5, 0.4, 0.6)
+        out |= bounded(f"eval/in_domain/aggressive/first/pass_at_{k}", 0.5, 0.4, 0.6)
+        out |= bounded(f"eval/ood_cfr/all/chips_ep{k}", -0.1, -0.2, 0.0)
+    out |= {"eval/in_domain/all/num_meta_episodes": 20.0, "eval/in_domain/aggressive/first/num_meta_episodes": 4.0,
+            "eval/in_domain/aggressive/first/best_response_value": 1 / 3,
+            "eval/in_domain/aggressive/first/exploitation_ratio": 0.75, "eval/in_domain/all/invalid_rate": 0.0}
+    return out
+
+
+def ttt_metrics(k_max: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in range(1, k_max + 1):
+        out |= bounded(f"eval/in_domain/all/success_ep{k}", 0.6, 0.5, 0.7)
+        out |= bounded(f"eval/in_domain/all/pass_at_{k}", 0.8, 0.7, 0.9)
+        out |= bounded(f"eval/in_domain/all/reward_ep{k}", 0.3, 0.1, 0.5)
+    return out
+
+
+def write_eval(root: Path, run: str, game: str, metrics: dict[str, float], k: int = 3) -> Path:
+    folder = root / run
+    folder.mkdir(parents=True)
+    data = {"game": game, "episodes_per_meta_episode": k, "policy": f"/p/{run}", "metrics": metrics}
+    (folder / "metrics.json").write_text(json.dumps(data))
+    row = {"suite": None, "opponent": "x", "seat": "first", "meta_episode": 0, "task_seed": 0, "episode": 1,
+           "reward": 0.0, "score": 0.0, "success": False, "draw": False, "invalid": 0, "turns": 1, "tokens": 1}
+    suites = sorted({key.split("/")[1] for key in metrics})
+    pd.DataFrame([{**row, "suite": s} for s in suites], columns=list(TRIAL_COLUMNS)).to_parquet(
+        folder / "trials.parquet")
+    return folder
+
+
+def write_train(root: Path, run: str, records: list[dict[str, Any]], population: str = "paper") -> Path:
+    folder = root / run
+    folder.mkdir(parents=True)
+    params = {"params": {"population.kuhn_poker": population, "rollout.restart": "fresh"}}
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [params, *records]))
+    (folder / "summary.json").write_text(json.dumps(
+        {"method": "mage", "game": "kuhn_poker", "iterations": 2, "minutes": 1.5, "headline": 0.2,
+         "best_score": 0.21, "best_iteration": 2, "final_eval": {}, "config_digest": "x"}))
+    return folder
+
+
+RUNS = {"kuhn-mage": ("kuhn_poker", "mage"), "ttt-gigpo": ("tic_tac_toe", "gigpo")}
+RECORDS = [
+    {"step": 1, "train/rollout/all/chips_ep1": 0.5, "train/rollout/all/chips_ep3": 0.1, "train/ppo/entropy": 0.6},
+    {"step": 2, "train/rollout/all/chips_ep3": 0.15, "train/ppo/entropy": None},
+    {"step": 2, "eval/all/chips_ep1": 0.0, "eval/all/chips_ep3": 0.18},  # same iteration, merged
+    {"step": 2, "final/eval/all/chips_ep3": 9.0},  # the post-training evaluation: summary.json's, not a curve point
+]
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path]:
+    write_eval(tmp_path / "eval", "kuhn-mage", "kuhn_poker", kuhn_metrics())
+    write_eval(tmp_path / "eval", "ttt-gigpo", "tic_tac_toe", ttt_metrics(3))
+    write_train(tmp_path / "train", "kuhn-mage", RECORDS)
+    return tmp_path / "eval", tmp_path / "train"
+
+
+def test_episode_rows_hold_the_metrics_json_numbers(roots: tuple[Path, Path]) -> None:
+    tables = load_runs(*roots, RUNS)
+    e = tables.episodes
+    row = e[(e.run == "kuhn-mage") & (e.suite == "in_domain") & (e.group == "all") & (e.episode == 3)].iloc[0]
+    assert (row.score, row.score_low, row.score_high) == (0.20, 0.20 - 0.1, 0.20 + 0.1)
+    assert (row.success, row.pass_at, row.unit, row.num_meta_episodes) == (0.4 + 3 / 10, 0.5 + 3 / 10, "chips", 20)
+    pair = e[(e.group == "aggressive/first") & (e.episode == 2)].iloc[0]
+    assert (pair.opponent, pair.seat, pair.exploitation_ratio) == ("aggressive", "first", 0.75)
+    assert pair.best_response_value == pytest.approx(1 / 3)
+    # 3 suites x groups x episodes: in_domain all + pair, ood_cfr all (Kuhn); in_domain all (TTT)
+    assert len(e) == 3 * 4
+    assert set(e[e.run == "ttt-gigpo"].unit) == {"reward"}
+
+
+def test_training_curves_merge_an_iterations_records(roots: tuple[Path, Path]) -> None:
+    curves = load_runs(*roots, RUNS).curves
+    assert curves.step.tolist() == [1, 2]  # the training-less run has no curve
+    assert curves.train_headline.tolist() == [0.1, 0.15]  # the LAST episode's chips, not hand 1's
+    assert math.isnan(curves.eval_headline[0]) and curves.eval_headline[1] == 0.18
+    assert curves.entropy[0] == 0.6 and math.isnan(curves.entropy[1])  # null in the log
+
+
+def test_single_episode_training_reads_episode_one(tmp_path: Path) -> None:
+    write_eval(tmp_path / "eval", "r", "kuhn_poker", kuhn_metrics())
+    write_train(tmp_path / "train", "r", [{"step": 1, "train/rollout/all/chips_ep1": -0.3}])
+    curves = load_runs(tmp_path / "eval", tmp_path / "train", {"r": ("kuhn_poker", "grpo")}).curves
+    assert curves.train_headline.tolist() == [-0.3]
+
+
+def test_overview_has_training_summary_and_settings(roots: tuple[Path, Path]) -> None:
+    overview = load_runs(*roots, RUNS).overview.set_index("run")
+    assert overview.loc["kuhn-mage", ["population", "restart", "iterations", "best_score"]].tolist() == [
+        "paper", "fresh", 2, 0.21]
+    assert pd.isna(overview.loc["ttt-gigpo", "iterations"])
+    assert load_runs(roots[0], None, RUNS).curves.empty
+
+
+def test_table1_cells_read_metrics_json_and_mark_missing(roots: tuple[Path, Path]) -> None:
+    numbers, md = table1(load_runs(*roots, RUNS).episodes)
+    assert numbers.loc["mage", "kuhn_poker/chips"] == 0.20
+    assert numbers.loc["mage", "kuhn_poker/success_high"] == 0.5 + 3 / 10
+    assert math.isnan(numbers.loc["gigpo", "kuhn_poker/chips"])
+    lines = md.splitlines()
+    assert lines[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker success, final episode | Kuhn Poker Pass@3 "
+                        "| Tic-Tac-Toe success, final episode | Tic-Tac-Toe Pass@3 |")
+    assert lines[2] == "| mage | +0.200 [+0.100, +0.300] | 0.700 [0.600, 0.800] | 0.800 [0.700, 0.900] | — | — |"
+    assert lines[3] == "| gigpo | — | — | — | 0.600 [0.500, 0.700] | 0.800 [0.700, 0.900] |"
+
+
+def test_table1_headers_say_k_when_methods_differ(tmp_path: Path) -> None:
+    write_eval(tmp_path, "a", "tic_tac_toe", ttt_metrics(3))
+    write_eval(tmp_path, "b", "tic_tac_toe", ttt_metrics(2), k=2)
+    _, md = table1(load_runs(tmp_path, None, {"a": ("tic_tac_toe", "mage"), "b": ("tic_tac_toe", "lamer")}).episodes)
+    assert "Tic-Tac-Toe Pass@K" in md.splitlines()[0]
+
+
+def test_two_runs_in_one_cell_is_an_error(tmp_path: Path) -> None:
+    write_eval(tmp_path, "s1", "tic_tac_toe", ttt_metrics(3))
+    write_eval(tmp_path, "s2", "tic_tac_toe", ttt_metrics(3))
+    tables = load_runs(tmp_path, None, {"s1": ("tic_tac_toe", "mage"), "s2": ("tic_tac_toe", "mage")})
+    with pytest.raises(ValueError, match="tic_tac_toe/mage: s1, s2"):
+        table1(tables.episodes)
+    with pytest.raises(ValueError, match="more than one run"):
+        flat_metrics(tables)
+
+
+def test_per_opponent_puts_the_population_first(roots: tuple[Path, Path]) -> None:
+    frame = per_opponent(load_runs(*roots, RUNS).episodes)
+    kuhn = frame[frame.run == "kuhn-mage"]
+    assert list(zip(kuhn.suite, kuhn.group)) == [("in_domain", "all"), ("in_domain", "aggressive/first"),
+                                                 ("ood_cfr", "all")]
+    assert kuhn.iloc[1][["score_ep3", "success_ep3", "pass_at_3", "exploitation_ratio"]].tolist() == [
+        0.25, 0.5, 0.5, 0.75]
+    assert frame.run.tolist()[-1] == "ttt-gigpo"
+
+
+def test_flat_metrics_keys_and_values(roots: tuple[Path, Path]) -> None:
+    metrics = flat_metrics(load_runs(*roots, RUNS))
+    assert metrics["report/kuhn_poker/mage/in_domain_chips_ep3"] == 0.20
+    assert metrics["report/kuhn_poker/mage/in_domain_pass_at_3_low"] == 0.4 + 3 / 10
+    assert metrics["report/kuhn_poker/mage/ood_cfr_chips_ep3"] == -0.1
+    assert metrics["report/tic_tac_toe/gigpo/in_domain_reward_ep3"] == 0.3
+    assert metrics["report/kuhn_poker/mage/train_best_score"] == 0.21
+    assert "report/kuhn_poker/mage/ood_cfr_success_ep3" not in metrics  # never written, never invented
+    assert not any(k.startswith("report/tic_tac_toe/gigpo/train_") for k in metrics)
+
+
+def test_formatting_helpers() -> None:
+    assert fmt_interval(0.5, 0.25, 0.75) == "0.500 [0.250, 0.750]"
+    assert fmt_interval(math.nan, 0.0, 1.0) == "—"
+    assert fmt_interval(0.1, math.nan, math.nan, signed=True) == "+0.100"
+    assert markdown_table(["a", "b"], [["x|y", "1"]]) == "| a | b |\n|---|---|\n| x\\|y | 1 |\n"
+
+
+def corrupt_json(folder: Path) -> None:
+    (folder / "metrics.json").write_text("{not json")
+
+
+def drop_key(folder: Path) -> None:
+    data = json.loads((folder / "metrics.json").read_text())
+    del data["metrics"]
+    (folder / "metrics.json").write_text(json.dumps(data))
+
+
+def wrong_columns(folder: Path) -> None:
+    pd.DataFrame({"suite": ["in_domain"]}).to_parquet(folder / "trials.parquet")
+
+
+def other_suites(folder: Path) -> None:
+    frame = pd.read_parquet(folder / "trials.parquet")
+    frame.loc[:, "suite"] = "ood_cfr"
+    frame.to_parquet(folder / "trials.parquet")
+
+
+@pytest.mark.parametrize(("damage", "file", "message"), [
+    (lambda f: (f / "metrics.json").unlink(), "metrics.json", "file missing"),
+    (corrupt_json, "metrics.json", "not valid JSON"),
+    (drop_key, "metrics.json", "malformed, missing key"),
+    (lambda f: (f / "trials.parquet").unlink(), "trials.parquet", "file missing"),
+    (lambda f: (f / "trials.parquet").write_bytes(b"PAR1 garbage"), "trials.parquet", "not a readable parquet"),
+    (wrong_columns, "trials.parquet", "columns"),
+    (other_suites, "trials.parquet", "suites"),
+])
+def test_a_bad_evaluation_file_is_named(tmp_path: Path, damage: Any, file: str, message: str) -> None:
+    folder = write_eval(tmp_path, "r", "tic_tac_toe", ttt_metrics(3))
+    damage(folder)
+    with pytest.raises(ValueError, match=re.escape(f"{folder / file}: {message}")):
+        load_runs(tmp_path, None, {"r": ("tic_tac_toe", "mage")})
+
+
+def test_an_evaluation_of_another_game_is_refused(tmp_path: Path) -> None:
+    write_eval(tmp_path, "r", "tic_tac_toe", ttt_metrics(3))
+    with pytest.raises(ValueError, match="evaluates 'tic_tac_toe' but the run is listed under env 'kuhn_poker'"):
+        load_runs(tmp_path, None, {"r": ("kuhn_poker", "mage")})
+
+
+def test_a_bad_training_file_is_named(tmp_path: Path) -> None:
+    write_eval(tmp_path / "eval", "r", "kuhn_poker", kuhn_metrics())
+    train = write_train(tmp_path / "train", "r", RECORDS)
+    runs = {"r": ("kuhn_poker", "mage")}
+    with (train / "metrics.jsonl").open("a") as fh:
+        fh.write('{"step": 3, "train/rollout/all/chi\n')  # a line cut by a crash
+    with pytest.raises(ValueError, match=re.escape(f"{train / 'metrics.jsonl'}: line 6 is not valid JSON")):
+        load_runs(tmp_path / "eval", tmp_path / "train", runs)
+    (train / "metrics.jsonl").write_text('{"params": {}}\n')
+    (train / "summary.json").unlink()
+    with pytest.raises(ValueError, match=re.escape(f"{train / 'summary.json'}: file missing")):
+        load_runs(tmp_path / "eval", tmp_path / "train", runs)
