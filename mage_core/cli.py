@@ -32,6 +32,8 @@ examples:
   mage kuhn analyze                          exact best responses to the Kuhn opponents
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
   mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
+  mage reproduce                             the paper reproduction (dvc.yaml) as one flow
+  mage reproduce --profile smoke             the same in minutes, in its own workspace
 """
 
 
@@ -74,6 +76,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from mage_core.stages.evaluate import run
 
     return run(args.params, policy=args.policy, out=args.out, which=args.suites, per_opponent_seat=args.per_pair,
+               overrides=args.overrides)
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from mage_core.stages.reproduce import run
+
+    return run(args.params, profile=args.profile)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from mage_core.stages.report import run
+
+    return run(args.params, eval_root=args.eval_root, train_root=args.train_root, out=args.out,
                overrides=args.overrides)
 
 
@@ -141,6 +156,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="meta-episodes per (opponent, seat) (Sokoban: levels) per suite "
                         "(default: evaluation.meta_episodes_per_opponent_seat)")
     p.set_defaults(func=_cmd_evaluate)
+
+    p = sub.add_parser("reproduce", help="the paper reproduction: every stage of dvc.yaml as one Prefect flow",
+                       description=(
+        "Run the stage graph of dvc.yaml (train and evaluate every run of reproduce.runs, then the report) as "
+        "one Prefect flow, one task run per stage, in DVC's order. Stages DVC finds up to date are skipped, so a "
+        "rerun after a crash resumes where it stopped. Every executed stage is an MLflow child run of the flow's "
+        "run. Without --profile it runs here on params.yaml (the CPU default); --profile smoke runs the named "
+        "profile of reproduce.profiles in its own workspace, artifacts/profiles/<name>, leaving this one "
+        "untouched. Prints where the report, the MLflow UI and the DVC lineage are."), formatter_class=fmt)
+    p.add_argument("--params", default="params.yaml", metavar="PATH",
+                   help="experiment parameters (default: %(default)s); its folder is the project")
+    p.add_argument("--profile", metavar="NAME", help="a profile of reproduce.profiles, e.g. smoke")
+    p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("report", help="tables and plots of the evaluated runs (reports/)", description=(
+        "Aggregate the evaluations of reproduce.runs (artifacts/eval/<run>) and their training logs "
+        "(artifacts/train/<run>) into reports/: a Table-1-style table (methods x environments, final-episode "
+        "success, Kuhn chips, Pass@k), per-opponent tables, adaptation curves (success or chips by episode "
+        "index), training curves, metrics.json and report.md linking them."), formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--eval-root", default="artifacts/eval", metavar="DIR", help="default: %(default)s")
+    p.add_argument("--train-root", default="artifacts/train", metavar="DIR", help="default: %(default)s")
+    p.add_argument("--out", default="reports", metavar="DIR", help="default: %(default)s")
+    p.set_defaults(func=_cmd_report)
 
     kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
     kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)

@@ -270,6 +270,34 @@ class TournamentConfig(Strict):
     matches: list[MatchConfig] = []
 
 
+class RunConfig(Strict):
+    """One training run of the reproduction: an environment and a method preset."""
+
+    env: GameName
+    method: str
+
+    @field_validator("method")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from mage_core.trainers.presets import preset_values
+
+        preset_values(v)  # raises with the valid names
+        return v
+
+
+RunName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")]
+ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+
+
+class ReproduceConfig(Strict):
+    """The paper reproduction (dvc.yaml, `mage reproduce`): which runs, how long."""
+
+    runs: dict[RunName, RunConfig] = {"kuhn_poker-mage": RunConfig(env="kuhn_poker", method="mage")}
+    iterations: PositiveInt = 40
+    eval_per_pair: PositiveInt = 200
+    profiles: dict[ProfileName, dict[str, Any]] = {}
+
+
 class TrackingConfig(Strict):
     """Run tracking: every stage execution is an MLflow run when ``mlflow`` is on.
     The store is ``MLFLOW_TRACKING_URI``, else ``mlflow.db`` (sqlite) in the project.
@@ -295,6 +323,7 @@ class Config(Strict):
     train: TrainConfig = TrainConfig()
     evaluation: EvaluationSection = EvaluationSection()
     tracking: TrackingConfig = TrackingConfig()
+    reproduce: ReproduceConfig = ReproduceConfig()
 
     @model_validator(mode="before")
     @classmethod

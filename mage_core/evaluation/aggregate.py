@@ -246,6 +246,12 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), "|" + "|".join("---" for _ in header) + "|", *map(line, rows)]) + "\n"
 
 
+def _bounds(numbers: pd.DataFrame, method: str, column: str) -> tuple[float, float, float]:
+    """Value, low, high read cell by cell (a whole row of mixed dtypes would turn NaN into NA)."""
+    value, low, high = (float(numbers.at[method, column + suffix]) for suffix in ("", "_low", "_high"))
+    return value, low, high
+
+
 def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame, str]:
     """The paper's Table 1 (METHOD.md section 9): methods x environments.
 
@@ -266,7 +272,8 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
             for suffix in ("", "_low", "_high"):
                 numbers[f"{env}/{names[measure]}{suffix}"] = [
                     final.at[(m, env), measure + suffix] if (m, env) in final.index else math.nan for m in methods]
-        numbers[f"{env}/k"] = [final.at[(m, env), "episode"] if (m, env) in final.index else math.nan for m in methods]
+        numbers[f"{env}/k"] = pd.array([final.at[(m, env), "episode"] if (m, env) in final.index else None
+                                        for m in methods], dtype="Int64")
     header = ["method"]
     for env in envs:
         label, ks = ENV_LABELS.get(env, env), set(numbers[f"{env}/k"].dropna())
@@ -277,18 +284,17 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
     for method in methods:
         cells = [method]
         for env in envs:
-            n = numbers.loc[method]
             if env == "kuhn_poker":
-                cells.append(fmt_interval(*(n[f"{env}/chips{s}"] for s in ("", "_low", "_high")), signed=True))
-            cells.append(fmt_interval(*(n[f"{env}/success{s}"] for s in ("", "_low", "_high"))))
-            cells.append(fmt_interval(*(n[f"{env}/pass_at_k{s}"] for s in ("", "_low", "_high"))))
+                cells.append(fmt_interval(*_bounds(numbers, method, f"{env}/chips"), signed=True))
+            cells += [fmt_interval(*_bounds(numbers, method, f"{env}/success")),
+                      fmt_interval(*_bounds(numbers, method, f"{env}/pass_at_k"))]
         rows.append(cells)
     return numbers, markdown_table(header, rows)
 
 
 def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, suite, group), the population (``all``) first: n, mean
-    score, success and Pass@k for every k, and for Kuhn the exact best-response
+    score, success, draw and Pass@k for every k, and for Kuhn the exact best-response
     value and the exploitation ratio (final-hand chips over it)."""
     order = {run: i for i, run in enumerate(dict.fromkeys(episodes.run))}
     keys = ["env", "method", "run", "suite", "group"]
@@ -301,7 +307,7 @@ def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
                                "exploitation_ratio": first.exploitation_ratio}
         for r in g.sort_values("episode").itertuples():
             row.update({f"score_ep{r.episode}": r.score, f"success_ep{r.episode}": r.success,
-                        f"pass_at_{r.episode}": r.pass_at})
+                        f"draw_ep{r.episode}": r.draw, f"pass_at_{r.episode}": r.pass_at})
         rows.append(row)
     rows.sort(key=lambda r: (env_sort_key(r["env"]), order[r["run"]], r["suite"] != IN_DOMAIN, r["suite"],
                              r["group"] != "all", r["group"]))

@@ -106,6 +106,10 @@ def _mean(out: dict[str, float], key: str, values: list[float], intervals: bool)
         out[f"{key}_low"], out[f"{key}_high"] = low, high
 
 
+#: Metric names that are rates (their intervals are clamped to [0, 1]).
+RATE_NAMES = ("success_ep", "draw_ep", "pass_at_")
+
+
 def _reweight_all(out: dict[str, float], weights: Mapping[tuple[str, int], float]) -> None:
     """Replace the pooled ``all/*`` figures by the weighted average over the pairs.
 
@@ -124,4 +128,7 @@ def _reweight_all(out: dict[str, float], weights: Mapping[tuple[str, int], float
             variance = sum((w / total * (out[f"{g}/{name}_high"] - out[f"{g}/{name}_low"]) / (2 * Z95)) ** 2
                            for g, w in present.items())
             half = Z95 * math.sqrt(variance)
-            out[f"all/{name}_low"], out[f"all/{name}_high"] = out[f"all/{name}"] - half, out[f"all/{name}"] + half
+            low, high = out[f"all/{name}"] - half, out[f"all/{name}"] + half
+            if name.startswith(RATE_NAMES):  # a rate's interval stays within [0, 1]
+                low, high = max(low, 0.0), min(high, 1.0)
+            out[f"all/{name}_low"], out[f"all/{name}_high"] = low, high

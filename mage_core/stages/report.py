@@ -24,7 +24,7 @@ import io
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -96,6 +96,11 @@ def _figure(num_rows: int, num_panels: int) -> tuple[Any, Any]:
     return fig, axes
 
 
+def _method_colors(tables: RunTables) -> dict[str, str]:
+    """One colour per method across every panel, so a method reads the same everywhere."""
+    return {method: f"C{i % 10}" for i, method in enumerate(dict.fromkeys(tables.overview.method))}
+
+
 def _legend_below(ax: Any) -> None:
     """Legends under the panel: inside, they hide the curves they describe."""
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize="small", frameon=False)
@@ -125,6 +130,7 @@ def adaptation_png(tables: RunTables, ceilings: Mapping[tuple[str, str], tuple[F
     episode index, one line per method, one panel per environment."""
     rows = tables.episodes[(tables.episodes.suite == IN_DOMAIN) & (tables.episodes.group == "all")]
     envs = sorted(dict.fromkeys(rows.env), key=env_sort_key)
+    colors = _method_colors(tables)
     fig, axes = _figure(1, len(envs))
     for ax, env in zip(axes[0], envs):
         kuhn = env == "kuhn_poker"
@@ -136,7 +142,7 @@ def adaptation_png(tables: RunTables, ceilings: Mapping[tuple[str, str], tuple[F
             offset = 0.06 * (i - (len(runs) - 1) / 2)  # side by side, so error bars do not hide each other
             errors = [(r[column] - r[f"{column}_low"]).clip(lower=0), (r[f"{column}_high"] - r[column]).clip(lower=0)]
             ax.errorbar(r.episode + offset, r[column], yerr=errors, marker="o", capsize=4, linewidth=1.8,
-                        label=r.method.iloc[0] if len(set(env_rows.method)) == len(runs) else run)
+                        color=colors[r.method.iloc[0]], label=r.method.iloc[0])  # one run per method (table1)
         if kuhn:
             _draw_ceilings(ax, ceilings)
         else:
@@ -162,13 +168,15 @@ def training_curves_png(tables: RunTables,
 
     curves = tables.curves
     envs = sorted(dict.fromkeys(curves.env), key=env_sort_key)
+    colors = _method_colors(tables)
     fig, axes = _figure(2, len(envs))
     for col, env in enumerate(envs):
         top, bottom = axes[0][col], axes[1][col]
         kuhn = env == "kuhn_poker"
         env_curves = curves[curves.env == env]
-        for i, (run, c) in enumerate(env_curves.groupby("run", sort=False)):
-            color, method = f"C{i}", c.method.iloc[0]
+        for _, c in env_curves.groupby("run", sort=False):
+            method = c.method.iloc[0]
+            color = colors[method]
             window = max(1, len(c) // 20)
             if window > 1:  # raw values faint, their rolling mean solid
                 top.plot(c.step, c.train_headline, color=color, alpha=0.25, linewidth=0.8)
@@ -220,7 +228,7 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
             table = []
             for r in rows.to_dict("records"):
                 cells = [r["opponent"], r["seat"], f"{r['num_meta_episodes']:.0f}"]
-                cells += [_number(r.get(f"{m}_ep{k}", math.nan), signed=m == "score") for m, _ in measures for k in ks]
+                cells += [_number(r[f"{m}_ep{k}"], signed=m == "score") for m, _ in measures for k in ks]
                 cells += [_number(r[f"pass_at_{k}"]) for k in ks]
                 if kuhn:
                     cells += [_number(r["best_response_value"], signed=True), _number(r["exploitation_ratio"])]
@@ -284,3 +292,27 @@ def report_markdown(tables: RunTables, table_md: str,
                         "training"], runs),
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
     ])
+
+
+def run(params: str, eval_root: str = "artifacts/eval", train_root: str | None = "artifacts/train",
+        out: str = "reports", overrides: Sequence[str] = ()) -> int:
+    """``mage report``: the report of ``reproduce.runs``; logged to MLflow when tracking is on."""
+    from rich.console import Console
+
+    from mage_core.config import load_config
+    from mage_core.tracking.runs import check_tracking, open_mlflow_run
+
+    cfg = load_config(params, overrides)
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())
+    runs = {name: (r.env, r.method) for name, r in cfg.reproduce.runs.items()}
+    out_dir = Path(out)
+    metrics = report(runs, Path(eval_root), Path(train_root) if train_root else None, out_dir)
+    if cfg.tracking.mlflow:
+        with open_mlflow_run("report", cfg.tracking.experiment, None, Path.cwd()) as tracker:
+            tracker.log_params({"report.runs": ", ".join(runs)})
+            tracker.log_metrics(0, metrics)
+            for name in FILES:
+                tracker.log_artifact(out_dir / name, "reports")
+    Console().print(f"report written to {out_dir / 'report.md'}")
+    return 0

@@ -215,6 +215,11 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                     break
         final, final_metas = trainer.evaluate()
         logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
+        if headline(final, trainer.game, k) > state.best_score or not (out_dir / "best").exists():
+            # the final policy is evaluated on the same set: it may be the best (and with
+            # eval_every 0 it is the only one evaluated)
+            state.best_score, state.best_iteration = headline(final, trainer.game, k), state.iteration
+            save_policy(model, tokenizer, out_dir / "best")
         summary = {
             "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
             "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),

@@ -139,8 +139,8 @@ def test_table1_cells_read_metrics_json_and_mark_missing(roots: tuple[Path, Path
     assert numbers.loc["mage", "kuhn_poker/success_high"] == 0.5 + 3 / 10
     assert math.isnan(numbers.loc["gigpo", "kuhn_poker/chips"])
     lines = md.splitlines()
-    assert lines[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker success, final episode | Kuhn Poker Pass@3 "
-                        "| Tic-Tac-Toe success, final episode | Tic-Tac-Toe Pass@3 |")
+    assert lines[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker success, final episode "
+                        "| Kuhn Poker Pass@3 | Tic-Tac-Toe success, final episode | Tic-Tac-Toe Pass@3 |")
     assert lines[2] == "| mage | +0.200 [+0.100, +0.300] | 0.700 [0.600, 0.800] | 0.800 [0.700, 0.900] | — | — |"
     assert lines[3] == "| gigpo | — | — | — | 0.600 [0.500, 0.700] | 0.800 [0.700, 0.900] |"
 
@@ -169,6 +169,7 @@ def test_per_opponent_puts_the_population_first(roots: tuple[Path, Path]) -> Non
                                                  ("ood_cfr", "all")]
     assert kuhn.iloc[1][["score_ep3", "success_ep3", "pass_at_3", "exploitation_ratio"]].tolist() == [
         0.25, 0.5, 0.5, 0.75]
+    assert kuhn.iloc[0]["draw_ep2"] == 0.0 and math.isnan(kuhn.iloc[1]["draw_ep2"])  # not written for the pair
     assert frame.run.tolist()[-1] == "ttt-gigpo"
 
 

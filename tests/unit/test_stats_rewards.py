@@ -55,3 +55,15 @@ def test_length_penalty_rejects_bad_lengths() -> None:
 def test_invalid_action_penalty() -> None:
     assert invalid_action_penalty(True, 0.5) == 0.5
     assert invalid_action_penalty(False, 0.5) == 0.0
+
+
+def test_atomic_writes_get_the_mode_of_a_plain_open(tmp_path) -> None:
+    import os
+    import stat
+
+    from mage_core.io.atomic import write_text_atomic
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic = write_text_atomic(tmp_path / "atomic.txt", "x")
+    assert stat.S_IMODE(os.stat(atomic).st_mode) == stat.S_IMODE(os.stat(plain).st_mode)

@@ -81,3 +81,11 @@ def test_weighted_all_interval_combines_the_pairs() -> None:
     # se of the weighted mean = 0.25 * 1 -> half-width 1.96 * 0.25
     assert m["all/reward_ep1_high"] - m["all/reward_ep1"] == pytest.approx(1.959964 * 0.25, rel=1e-5)
     assert m["all/num_meta_episodes"] == 6
+
+
+def test_weighted_rate_intervals_stay_within_zero_and_one() -> None:
+    # No draws anywhere: every pair's draw rate is 0, so the weighted interval cannot go below 0.
+    metas = [finished("a", 0, [W], [1.0])] * 3 + [finished("b", 1, [L], [-1.0])] * 3
+    m = summarize_trials(trial_rows(metas, "s"), 1, weights={("a", 0): 0.5, ("b", 1): 0.5}, intervals=True)
+    assert m["all/draw_ep1"] == 0.0 and m["all/draw_ep1_low"] == 0.0 and 0 < m["all/draw_ep1_high"] < 1
+    assert m["all/success_ep1"] == 0.5 and 0.0 <= m["all/success_ep1_low"] < 0.5 < m["all/success_ep1_high"] <= 1.0

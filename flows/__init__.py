@@ -1,0 +1,2 @@
+"""Prefect flows that run the DVC stage graph: ``reproduce`` (the paper's Table 1 as
+one flow). They go through DVC and never re-encode stage order (DESIGN.md)."""

@@ -1,0 +1,96 @@
+"""``mage reproduce``: the paper reproduction (dvc.yaml) as one Prefect flow.
+
+Without ``--profile`` the flow runs in the project itself, on params.yaml as it
+is (the CPU default). ``--profile NAME`` applies the dotted-key overrides of
+``reproduce.profiles.NAME`` in a workspace of its own,
+``artifacts/profiles/NAME/`` (a small git + DVC repository holding params.yaml,
+dvc.yaml and a copy of mage_core, which the stages depend on), so a quick run
+never touches the project's params, lock file or reports.
+
+The flow itself runs in a subprocess (``python -m flows reproduce``): nothing in
+``mage_core`` imports Prefect (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from mage_core.config import ConfigError, apply_overrides, load_config, parse_config
+from mage_core.io.atomic import write_text_atomic
+
+console = Console()
+PROFILE_ROOT = Path("artifacts") / "profiles"
+
+
+def profile_params(params_path: Path, profile: str) -> dict[str, Any]:
+    """params.yaml with ``reproduce.profiles.<profile>`` applied, validated."""
+    cfg = load_config(params_path)
+    profiles = cfg.reproduce.profiles
+    if profile not in profiles:
+        raise ConfigError("command line", [f"--profile: {profile!r} is not one of reproduce.profiles "
+                                           f"({', '.join(profiles) or 'none defined'})"])
+    data = yaml.safe_load(params_path.read_text(encoding="utf-8"))
+    overrides = [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip()}"
+                 for key, value in profiles[profile].items()]
+    data = apply_overrides(data, overrides)
+    parse_config(data, f"{params_path} with profile {profile}")  # report every problem before any work
+    return data
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed in {cwd}:\n{done.stderr or done.stdout}")
+
+
+def prepare_workspace(project: Path, profile: str) -> Path:
+    """``artifacts/profiles/<profile>``: params (profile applied), dvc.yaml, code; git + DVC."""
+    data = profile_params(project / "params.yaml", profile)
+    workspace = project / PROFILE_ROOT / profile
+    workspace.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(workspace / "params.yaml", yaml.safe_dump(data, sort_keys=False))
+    for name in ("dvc.yaml", ".dvcignore"):
+        shutil.copy2(project / name, workspace / name)
+    shutil.rmtree(workspace / "mage_core", ignore_errors=True)
+    shutil.copytree(project / "mage_core", workspace / "mage_core",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if not (workspace / ".git").exists():
+        _run(["git", "init", "-q"], workspace)
+        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlartifacts/\n")
+    if not (workspace / ".dvc").exists():
+        _run([sys.executable, "-m", "dvc", "init", "-q"], workspace)
+    return workspace
+
+
+def run(params: str, profile: str | None = None) -> int:
+    project = Path(params).resolve().parent
+    load_config(params)  # a bad params file stops here, before anything is written
+    if not (project / "dvc.yaml").is_file():
+        raise ConfigError("command line", [f"{project}: no dvc.yaml (run from the project root)"])
+    workspace = prepare_workspace(project, profile) if profile else project
+    if not (workspace / ".dvc").exists():
+        raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
+    console.print(f"reproducing {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "flows", "reproduce", str(workspace)], cwd=workspace, check=False)
+    if done.returncode != 0:
+        console.print(f"[bold red]the flow failed[/] (exit {done.returncode}); finished stages are kept: "
+                      "rerun the same command to resume")
+        return 1
+    minutes = (time.perf_counter() - started) / 60
+    store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{workspace / 'mlflow.db'}"
+    console.print(f"done in {minutes:.1f} min\n"
+                  f"  report:   {workspace / 'reports' / 'report.md'}\n"
+                  f"  MLflow:   mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000\n"
+                  f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
+    return 0
