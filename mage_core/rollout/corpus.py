@@ -16,7 +16,13 @@ from mage_core.config import Config
 from mage_core.envs.registry import make_env
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
-from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings, Response
+from mage_core.rollout.meta_episode import (
+    MetaEpisode,
+    MetaEpisodeSpec,
+    MetaSettings,
+    Response,
+    compact_action_token,
+)
 
 GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
 MEMORY_MODES = ("history_only", "reflection_only", "history_and_reflection")
@@ -62,3 +68,18 @@ def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed:
                 choice = int(rng.integers(len(texts)))
                 meta.apply(request, Response(texts[choice], 0.0, choice=choice))
             yield meta.env.observation()
+
+
+def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
+    """Every action of every game as a compact-style word (sorted), for the
+    tokenizer's ``extra_tokens``, so that each stays one token. The agent's first
+    turn offers them all: Tic-Tac-Toe's nine cells moving first, Kuhn's PASS and
+    BET, and Sokoban's every move sequence (its legal actions do not depend on
+    the state)."""
+    words: set[str] = set()
+    for game in GAMES:
+        opponent = make_opponent(game, "random", cfg.opponents.settings()) if game != "sokoban" else None
+        env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
+        env.reset()
+        words.update(compact_action_token(a) for a in env.legal_actions())
+    return sorted(words)

@@ -62,7 +62,7 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
     ``policy-init``) or a local HF checkpoint."""
     from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3, load_policy, save_policy
     from mage_core.policy.tokenizer import build_tokenizer
-    from mage_core.rollout.corpus import game_corpus
+    from mage_core.rollout.corpus import action_tokens, game_corpus
 
     m = cfg.model
     if m.source == "local":
@@ -73,7 +73,8 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
     if (init_dir / "config.json").exists():
         model, tokenizer = load_policy(init_dir)
         return tokenizer, model
-    tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed))
+    tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed),
+                                extra_tokens=action_tokens(cfg))
     spec = TinyModelSpec(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
                          num_kv_heads=m.num_kv_heads, head_dim=m.head_dim, intermediate_size=m.intermediate_size,
                          max_position_embeddings=m.max_position_embeddings)

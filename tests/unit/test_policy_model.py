@@ -252,3 +252,31 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tok, tmp_path: Path) 
     save_policy(small, tok, tmp_path / "p")
     with pytest.raises(ValueError, match="not saved together"):
         load_policy(tmp_path / "p")
+
+
+def test_every_compact_action_is_one_token_of_the_embedded_tokenizer() -> None:
+    # Single-token candidates are read at one position and packed by TorchEngine (4x faster
+    # Tic-Tac-Toe iterations than one row per multi-token candidate).
+    import numpy as np
+
+    from mage_core.config import parse_config
+    from mage_core.envs.registry import make_env
+    from mage_core.opponents.registry import make_opponent
+    from mage_core.rollout.corpus import action_tokens, game_corpus
+    from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, compact_action_token
+    from mage_core.stages.train import make_codec
+    from mage_core.trainers.meta_rl import meta_settings
+
+    cfg = parse_config({})
+    tok = build_tokenizer(game_corpus(cfg, "compact", meta_episodes_per_game=4), extra_tokens=action_tokens(cfg))
+    codec = make_codec(tok)
+    assert compact_action_token("(2, 3)") == "(2,3)" and compact_action_token("up, left") == "up,left"
+    for game, opponent in (("tic_tac_toe", "random"), ("kuhn_poker", "random"), ("sokoban", None)):
+        env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(1),
+                       make_opponent(game, opponent, cfg.opponents.settings()) if opponent else None, 0)
+        meta = MetaEpisode(MetaEpisodeSpec(game, opponent, 0, 1, 0), env, meta_settings(cfg, game, 1, False),
+                           codec.encode_prompt, codec.encode_action)
+        request = meta.request()
+        assert request.candidate_ids is not None and len(request.candidate_ids) >= 2
+        assert all(len(ids) == 1 and ids[0] != tok.unk_token_id for ids in request.candidate_ids), game
+        assert request.candidate_texts == env.legal_actions()  # the env still gets its own action text
