@@ -45,6 +45,12 @@ def _add_params(p: argparse.ArgumentParser) -> None:
                    help="override one params key (dotted, YAML value), e.g. --set algorithm.preset=gigpo; repeatable")
 
 
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", metavar="NAME",
+                   help="act as run NAME of reproduce.runs (its env, method, reproduce.iterations and its own "
+                        "overrides; --set still wins); how dvc.yaml calls the stages")
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from mage_core.stages.validate import run
 
@@ -69,14 +75,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     resume = {None: False, "yes": True, "auto": "auto"}[args.resume]
     return run(args.params, out=args.out, resume=resume, iterations=args.iterations,
-               time_budget_minutes=args.time_budget, overrides=args.overrides)
+               time_budget_minutes=args.time_budget, overrides=args.overrides, run=args.run)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from mage_core.stages.evaluate import run
 
     return run(args.params, policy=args.policy, out=args.out, which=args.suites, per_opponent_seat=args.per_pair,
-               overrides=args.overrides)
+               overrides=args.overrides, run=args.run)
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
@@ -134,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue from the latest checkpoint in --out (its configuration must match); "
                         "--resume auto: continue when it matches, start afresh when params changed (pipelines)")
     p.add_argument("--iterations", type=int, metavar="N", help="override train.iterations")
+    _add_run(p)
     p.add_argument("--time-budget", type=float, metavar="MIN",
                    help="override train.time_budget_minutes (stop, checkpoint and evaluate after MIN minutes)")
     p.set_defaults(func=_cmd_train)
@@ -148,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         "per opponent and seat, with 95%% intervals; for Kuhn the exploitation ratio) under --out."),
         formatter_class=fmt)
     _add_params(p)
+    _add_run(p)
     p.add_argument("--policy", required=True, metavar="DIR", help="the policy folder to evaluate")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder for trials.parquet and metrics.json")
     p.add_argument("--suites", default="all", choices=["in_domain", "ood", "all"],

@@ -271,10 +271,12 @@ class TournamentConfig(Strict):
 
 
 class RunConfig(Strict):
-    """One training run of the reproduction: an environment and a method preset."""
+    """One training run of the reproduction: an environment, a method preset, and
+    dotted-key overrides of its own (e.g. a smaller batch for a slow game)."""
 
     env: GameName
     method: str
+    set: dict[str, Any] = {}
 
     @field_validator("method")
     @classmethod
@@ -437,9 +439,27 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     return data
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> Config:
-    """Read and validate a params file (with ``--set`` overrides applied);
-    ConfigError (with every problem) otherwise."""
+def run_overrides(cfg: Config, run: str) -> list[str]:
+    """The overrides that make params.yaml one run of ``reproduce.runs``: its
+    environment and method, ``reproduce.iterations``, then the run's own ``set``."""
+    import yaml
+
+    if run not in cfg.reproduce.runs:
+        raise ConfigError("command line", [f"--run: {run!r} is not one of reproduce.runs "
+                                           f"({', '.join(cfg.reproduce.runs)})"])
+    spec = cfg.reproduce.runs[run]
+    own = [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+           for key, value in spec.set.items()]
+    return [f"env.name={spec.env}", f"algorithm.preset={spec.method}",
+            f"train.iterations={cfg.reproduce.iterations}", *own]
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None = None) -> Config:
+    """Read and validate a params file, as run ``run`` of ``reproduce.runs`` if
+    given, with ``--set`` overrides applied last; ConfigError (with every
+    problem) otherwise."""
+    if run is not None:
+        overrides = [*run_overrides(load_config(path), run), *overrides]
     import yaml
 
     path = Path(path)

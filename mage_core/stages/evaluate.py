@@ -141,8 +141,8 @@ def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, met
 
 
 def run(params: str, policy: str, out: str, which: str = "all", per_opponent_seat: int | None = None,
-        overrides: Sequence[str] = ()) -> int:
-    cfg = load_config(params, overrides)
+        overrides: Sequence[str] = (), run: str | None = None) -> int:
+    cfg = load_config(params, overrides, run)
     problems = []
     if which not in WHICH:
         problems.append(f"--suites: {which!r} is not one of {', '.join(WHICH)}")

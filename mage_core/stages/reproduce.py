@@ -27,7 +27,7 @@ from rich.console import Console
 from mage_core.config import ConfigError, apply_overrides, load_config, parse_config
 from mage_core.io.atomic import write_text_atomic
 
-console = Console()
+console = Console(soft_wrap=True)
 PROFILE_ROOT = Path("artifacts") / "profiles"
 
 
@@ -66,9 +66,14 @@ def prepare_workspace(project: Path, profile: str) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if not (workspace / ".git").exists():
         _run(["git", "init", "-q"], workspace)
-        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlartifacts/\n")
+        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlartifacts/\ndvc_plots/\n")
     if not (workspace / ".dvc").exists():
         _run([sys.executable, "-m", "dvc", "init", "-q"], workspace)
+    # A commit of the inputs: the baseline `dvc params diff` and `dvc exp run` compare against.
+    _run(["git", "add", "-A"], workspace)
+    if subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=workspace, check=False).returncode:
+        _run(["git", "-c", "user.name=mage", "-c", "user.email=mage@localhost", "commit", "-q", "-m",
+              f"profile {profile}: inputs"], workspace)
     return workspace
 
 
@@ -78,6 +83,9 @@ def run(params: str, profile: str | None = None) -> int:
     if not (project / "dvc.yaml").is_file():
         raise ConfigError("command line", [f"{project}: no dvc.yaml (run from the project root)"])
     workspace = prepare_workspace(project, profile) if profile else project
+    ws_params = workspace / "params.yaml"
+    for name in load_config(ws_params).reproduce.runs:  # every run's own overrides, before any work
+        load_config(ws_params, run=name)
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
     console.print(f"reproducing {'profile ' + profile if profile else 'the CPU default'} in {workspace}")

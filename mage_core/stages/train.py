@@ -100,8 +100,8 @@ def make_codec(tokenizer: Any) -> TokenCodec:
 
 
 def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = False, iterations: int | None = None,
-        time_budget_minutes: float | None = None, overrides: Sequence[str] = ()) -> int:
-    cfg = load_config(params, overrides)
+        time_budget_minutes: float | None = None, overrides: Sequence[str] = (), run: str | None = None) -> int:
+    cfg = load_config(params, overrides, run)
     overrides: dict[str, Any] = {}
     if iterations is not None:
         if iterations < 1:

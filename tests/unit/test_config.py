@@ -142,3 +142,20 @@ def test_set_overrides_apply_before_validation(tmp_path: Path) -> None:
         "--set 'train.=3': expected KEY=VALUE with a dotted key, e.g. train.learning_rate=1e-3",
         "--set 'train.iterations.x=1': train.iterations is not a section",
     ]
+
+
+def test_a_run_of_reproduce_is_the_file_with_the_runs_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"reproduce": {"iterations": 9, "runs": {
+        "ttt-grpo": {"env": "tic_tac_toe", "method": "grpo", "set": {"train.groups_per_iteration": 3}},
+        "bad": {"env": "kuhn_poker", "method": "mage", "set": {"train.groups_per_itration": 3}}}}}))
+    cfg = load_config(path, run="ttt-grpo")
+    assert (cfg.env.name, cfg.algorithm.preset, cfg.algorithm.group_size) == ("tic_tac_toe", "grpo", 24)
+    assert (cfg.train.iterations, cfg.train.groups_per_iteration) == (9, 3)
+    assert load_config(path, ["train.iterations=2"], run="ttt-grpo").train.iterations == 2  # --set wins
+    with pytest.raises(ConfigError) as info:
+        load_config(path, run="bad")
+    assert info.value.problems == ["train.groups_per_itration: unknown key (check the spelling; see params.yaml "
+                                   "for the allowed keys)"]
+    with pytest.raises(ConfigError, match="'nope' is not one of reproduce.runs"):
+        load_config(path, run="nope")
