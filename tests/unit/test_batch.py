@@ -82,3 +82,34 @@ def test_per_episode_baselines_option() -> None:
     samples = build_samples([scripted("PASS", seed), scripted("BET", seed)], settings)
     expected = [2 * (-5 - 2.5), 0, 0, 2 * (10 - 2.5), 0, 0]
     assert [s.advantage for s in samples] == pytest.approx(expected)
+
+
+def test_batch_scope_groups_meta_episodes_of_different_deals() -> None:
+    # Two meta-episodes against the same opponent and seat, on two different task seeds that
+    # both deal the K: the folder (-5 each hand) and the caller (+10 each hand).
+    seeds = [s for s in range(200) if (e := CASE.build(s)).reset() is None and e.compact_observation().startswith("K ")]
+    folder, caller = scripted("PASS", seeds[0]), scripted("BET", seeds[1])
+    # Task scope (the paper's): each meta-episode is its own group (and cluster): the folder's
+    # scores -5, 0, 0 (mean -5/3) and the caller's 10, 0, 0 (mean 10/3); both terms equal,
+    # advantage = 2 (score - own mean): it compares hands, not the two ways of playing the K.
+    task = [2 * (s + 5 / 3) for s in (-5, 0, 0)] + [2 * (s - 10 / 3) for s in (10, 0, 0)]
+    assert [s.advantage for s in build_samples([folder, caller], MAGE)] == pytest.approx(task)
+    # Batch scope: one group per (opponent, seat) -> exactly the shared-seed figures above.
+    batch = AdvantageSettings(**{**MAGE.__dict__, "group_scope": "batch"})
+    expected = [2 * (s - 5 / 6) for s in (-5, 0, 0, 10, 0, 0)]
+    assert [s.advantage for s in build_samples([folder, caller], batch)] == pytest.approx(expected)
+
+
+def test_batch_scope_draws_every_meta_episode_on_its_own() -> None:
+    import numpy as np
+
+    from mage_core.config import parse_config
+    from mage_core.trainers.meta_rl import MetaRLTrainer
+
+    cfg = parse_config({"algorithm": {"group_scope": "batch", "group_size": 4}, "train": {"groups_per_iteration": 500}})
+    specs = MetaRLTrainer(cfg, None, None, None).sample_specs(np.random.default_rng(0))  # type: ignore[arg-type]
+    assert len(specs) == 2000 and len({s.task_seed for s in specs}) == 2000
+    share = {o: sum(s.opponent == o for s in specs) / 2000 for o in ("conservative", "aggressive", "intermediate")}
+    # paper population 0.3 / 0.3 / 0.4: within 4 standard errors (sqrt(0.24 / 2000) = 0.011)
+    assert share == pytest.approx({"conservative": 0.3, "aggressive": 0.3, "intermediate": 0.4}, abs=0.045)
+    assert abs(sum(s.agent_seat for s in specs) / 2000 - 0.5) < 0.045
