@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup run test test-slow bench clean
+.PHONY: setup run smoke test test-slow bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,14 @@ $(VENV)/.installed: pyproject.toml
 ## setup: create .venv and install the package with its test tools
 setup: $(VENV)/.installed
 
-## run: the main job on the CPU default (for now: the opponent tournament of params.yaml)
+## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~26 min on 2 cores)
 run: setup
 	$(VENV)/bin/mage validate
-	$(VENV)/bin/mage tournament
+	$(VENV)/bin/mage reproduce
+
+## smoke: the same pipeline on the smoke profile, in its own workspace (~2.5 min)
+smoke: setup
+	$(VENV)/bin/mage reproduce --profile smoke
 
 ## test: the fast test suite (what CI runs)
 test: setup

@@ -186,6 +186,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         started = time.monotonic()
         k = trainer.eval_settings.num_episodes
         done_here = 0
+        last_eval: tuple[int, dict[str, float], list[Any]] = (-1, {}, [])
         columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"))
         with Progress(*columns, console=console, transient=False) as progress:
@@ -195,7 +196,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 metrics = trainer.iteration(it, rng, torch_rng)
                 state.iteration = it + 1
                 if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
-                    eval_metrics, _ = trainer.evaluate()
+                    eval_metrics, eval_metas = trainer.evaluate()
+                    last_eval = (state.iteration, eval_metrics, eval_metas)
                     metrics.update(eval_metrics)
                     score = headline(eval_metrics, trainer.game, k)
                     if score > state.best_score:
@@ -214,7 +216,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                     console.print(f"time budget of {t.time_budget_minutes} min reached at iteration "
                                   f"{state.iteration}")
                     break
-        final, final_metas = trainer.evaluate()
+        # The fixed set is deterministic: an evaluation at this very iteration is the final one.
+        final, final_metas = (last_eval[1], last_eval[2]) if last_eval[0] == state.iteration else trainer.evaluate()
         logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
         if headline(final, trainer.game, k) > state.best_score or not (out_dir / "best").exists():
             # the final policy is evaluated on the same set: it may be the best (and with
