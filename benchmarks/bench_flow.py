@@ -59,7 +59,7 @@ def main() -> None:
     from dvc.repo import Repo
 
     with Repo(str(direct_ws)) as repo:
-        commands = {stage.addressing: stage.cmd for stage in repo.index.stages}
+        commands = {stage.name: stage.cmd for stage in repo.index.stages}
     direct = {stage: timed(commands[stage], direct_ws, env) for stage in stage_order(direct_ws)}
     direct_s = sum(direct.values())
 

@@ -31,7 +31,7 @@ def stage_order(project_dir: Path) -> list[str]:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         position = {stage: i for i, stage in enumerate(repo.index.stages)}
         order = nx.lexicographical_topological_sort(graph.reverse(copy=True), key=lambda s: position[s])
-        return [stage.addressing for stage in order]
+        return [stage.name for stage in order]  # names as in dvc.yaml, whatever the cwd
 
 
 def is_up_to_date(project_dir: Path, stage: str) -> bool:

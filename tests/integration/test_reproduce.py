@@ -116,9 +116,7 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     deadline = time.monotonic() + 240
     recorded = False
     while time.monotonic() < deadline and proc.poll() is None:
-        lock_file = workspace / "dvc.lock"
-        stages = yaml.safe_load(lock_file.read_text())["stages"] if lock_file.exists() else {}
-        entry = stages.get("evaluate@kuhn_poker-mage", {})
+        entry = _locked(workspace).get("evaluate@kuhn_poker-mage", {})
         recorded = entry.get("params", {}).get("params.yaml", {}).get("reproduce.eval_per_pair") == 3
         if recorded:
             break
@@ -143,3 +141,12 @@ def _eval_size(workspace: Path) -> int | None:
         return None
     metrics = json.loads(path.read_text())["metrics"]
     return int(metrics["eval/in_domain/aggressive/first/num_meta_episodes"])
+
+
+def _locked(workspace: Path) -> dict:
+    """dvc.lock's stages; {} while it is missing or being rewritten (DVC writes it in place)."""
+    try:
+        data = yaml.safe_load((workspace / "dvc.lock").read_text())
+    except (FileNotFoundError, yaml.YAMLError):
+        return {}
+    return (data or {}).get("stages") or {}
