@@ -19,6 +19,8 @@ COMMANDS = [
     ["tournament", "--help"],
     ["train", "--help"],
     ["evaluate", "--help"],
+    ["reproduce", "--help"],
+    ["report", "--help"],
     ["kuhn", "--help"],
     ["kuhn", "analyze", "--help"],
 ]
