@@ -8,8 +8,9 @@ errors, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Sequence, Union
+from typing import Annotated, Any, ClassVar, Literal, Mapping, Sequence, Union
 
 from pydantic import (
     AfterValidator,
@@ -404,12 +405,34 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
         raise ConfigError(source, seen) from None
 
 
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> str | None:
+    """Set ``a.b.c`` in the nested mapping ``data``; a problem, or None."""
+    *parents, leaf = key.split(".")
+    node = data
+    for depth, part in enumerate(parents):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            return f"{'.'.join(parents[:depth + 1])} is not a section"
+        node = child
+    node[leaf] = value
+    return None
+
+
+def apply_values(data: dict[str, Any], values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Dotted keys -> values (a run's ``set``, a profile) set into a copy of the raw
+    params mapping; the result still goes through validation."""
+    data = copy.deepcopy(data)
+    problems = [f"{where}: {key}: {problem}" for key, value in values.items()
+                if (problem := _set_dotted(data, key, value)) is not None]
+    if problems:
+        raise ConfigError("params", problems)
+    return data
+
+
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """``section.key=value`` items (values in YAML: ``1e-3``, ``true``, ``[a, b]``)
     set into a copy of the raw params mapping; the result still goes through
     validation, so a bad key or value is reported like one in the file."""
-    import copy
-
     import yaml
 
     data = copy.deepcopy(data)
@@ -424,42 +447,28 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         except yaml.YAMLError:
             problems.append(f"--set {item!r}: the value is not valid YAML")
             continue
-        *parents, leaf = key.split(".")
-        node = data
-        for depth, part in enumerate(parents):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                problems.append(f"--set {item!r}: {'.'.join(parents[:depth + 1])} is not a section")
-                break
-            node = child
-        else:
-            node[leaf] = value
+        if (problem := _set_dotted(data, key, value)) is not None:
+            problems.append(f"--set {item!r}: {problem}")
     if problems:
         raise ConfigError("command line", problems)
     return data
 
 
-def run_overrides(cfg: Config, run: str) -> list[str]:
-    """The overrides that make params.yaml one run of ``reproduce.runs``: its
-    environment and method, ``reproduce.iterations``, then the run's own ``set``."""
-    import yaml
-
+def run_values(cfg: Config, run: str) -> dict[str, Any]:
+    """What makes params.yaml one run of ``reproduce.runs``: its environment and
+    method, ``reproduce.iterations``, then the run's own ``set``."""
     if run not in cfg.reproduce.runs:
         raise ConfigError("command line", [f"--run: {run!r} is not one of reproduce.runs "
                                            f"({', '.join(cfg.reproduce.runs)})"])
     spec = cfg.reproduce.runs[run]
-    own = [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-           for key, value in spec.set.items()]
-    return [f"env.name={spec.env}", f"algorithm.preset={spec.method}",
-            f"train.iterations={cfg.reproduce.iterations}", *own]
+    return {"env.name": spec.env, "algorithm.preset": spec.method, "train.iterations": cfg.reproduce.iterations,
+            **spec.set}
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None = None) -> Config:
     """Read and validate a params file, as run ``run`` of ``reproduce.runs`` if
     given, with ``--set`` overrides applied last; ConfigError (with every
     problem) otherwise."""
-    if run is not None:
-        overrides = [*run_overrides(load_config(path), run), *overrides]
     import yaml
 
     path = Path(path)
@@ -473,8 +482,13 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None
         raise ConfigError(str(path), [f"<yaml>: not valid YAML at {where}: {getattr(err, 'problem', err)}"]) from None
     except UnicodeDecodeError as err:
         raise ConfigError(str(path), [f"<file>: not UTF-8 text ({err.reason})"]) from None
+    if not (overrides or run) or (data is not None and not isinstance(data, dict)):
+        return parse_config(data, str(path))  # (a bad root is reported here)
+    data, source = data or {}, str(path)
+    if run is not None:
+        data = apply_values(data, run_values(parse_config(data, source), run), f"reproduce.runs.{run}.set")
+        source += f" as run {run}"
     if overrides:
-        if data is not None and not isinstance(data, dict):
-            return parse_config(data, str(path))  # reports the bad root
-        return parse_config(apply_overrides(data or {}, overrides), f"{path} with --set {' '.join(overrides)}")
-    return parse_config(data, str(path))
+        data = apply_overrides(data, overrides)
+        source += f" with --set {' '.join(overrides)}"
+    return parse_config(data, source)

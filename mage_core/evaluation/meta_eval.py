@@ -100,10 +100,9 @@ def _rate(out: dict[str, float], key: str, hits: int, n: int, intervals: bool) -
 
 
 def _mean(out: dict[str, float], key: str, values: list[float], intervals: bool) -> None:
-    mean, low, high = mean_interval(values)
-    out[key] = float(np.mean(values))  # exact mean (mean_interval sums in Python order)
+    out[key] = float(np.mean(values))
     if intervals:
-        out[f"{key}_low"], out[f"{key}_high"] = low, high
+        _, out[f"{key}_low"], out[f"{key}_high"] = mean_interval(values)
 
 
 #: Metric names that are rates (their intervals are clamped to [0, 1]).

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from mage_core.config import ConfigError, apply_overrides, load_config, parse_config
+from mage_core.config import ConfigError, apply_values, load_config, parse_config
 from mage_core.io.atomic import write_text_atomic
 
 console = Console(soft_wrap=True)
@@ -38,10 +38,8 @@ def profile_params(params_path: Path, profile: str) -> dict[str, Any]:
     if profile not in profiles:
         raise ConfigError("command line", [f"--profile: {profile!r} is not one of reproduce.profiles "
                                            f"({', '.join(profiles) or 'none defined'})"])
-    data = yaml.safe_load(params_path.read_text(encoding="utf-8"))
-    overrides = [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip()}"
-                 for key, value in profiles[profile].items()]
-    data = apply_overrides(data, overrides)
+    data = apply_values(yaml.safe_load(params_path.read_text(encoding="utf-8")), profiles[profile],
+                        f"reproduce.profiles.{profile}")
     parse_config(data, f"{params_path} with profile {profile}")  # report every problem before any work
     return data
 

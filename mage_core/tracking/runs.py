@@ -24,16 +24,12 @@ PARENT_RUN_ID_ENV = "MAGE_MLFLOW_PARENT_RUN_ID"
 
 
 class StageTracker:
-    """Fans ``MetricLogger`` calls out to several sinks; artifacts and tags go to
-    MLflow only (the JSONL log has none)."""
+    """Fans ``MetricLogger`` calls out to several sinks; artifacts go to MLflow
+    only (the JSONL log has none)."""
 
     def __init__(self, loggers: Sequence[Any], mlflow_run: Any | None = None) -> None:
         self.loggers = list(loggers)
         self.mlflow_run = mlflow_run
-
-    @property
-    def run_id(self) -> str | None:
-        return self.mlflow_run.run_id if self.mlflow_run is not None else None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         for logger in self.loggers:
@@ -46,10 +42,6 @@ class StageTracker:
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         if self.mlflow_run is not None and Path(path).exists():
             self.mlflow_run.log_artifact(path, artifact_path)
-
-    def set_tags(self, tags: Mapping[str, str]) -> None:
-        if self.mlflow_run is not None:
-            self.mlflow_run.set_tags(tags)
 
     def close(self, status: str = "FINISHED") -> None:
         for logger in self.loggers:
@@ -69,16 +61,11 @@ def check_tracking(project_dir: Path) -> None:
 def open_mlflow_run(stage: str, experiment: str, config_digest: str | None, project_dir: Path,
                     run_name: str | None = None) -> Any:
     """The stage's MLflow run: the flow's (``MAGE_MLFLOW_RUN_ID``), a child of
-    ``MAGE_MLFLOW_PARENT_RUN_ID``, or a run of its own. The store is checked first."""
-    from mage_core.tracking.mlflow_tracker import (
-        MlflowTracker,
-        check_tracking_uri,
-        default_tracking_uri,
-        run_tags,
-    )
+    ``MAGE_MLFLOW_PARENT_RUN_ID``, or a run of its own. Stages call
+    ``check_tracking`` before their work, so the store is not probed again here."""
+    from mage_core.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri, run_tags
 
     uri = default_tracking_uri(project_dir)
-    check_tracking_uri(uri)
     tags = run_tags(project_dir, config_digest, stage)
     existing = os.environ.get(RUN_ID_ENV)
     if existing:
