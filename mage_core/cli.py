@@ -34,6 +34,9 @@ examples:
   mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
   mage reproduce                             the paper reproduction (dvc.yaml) as one flow
   mage reproduce --profile smoke             the same in minutes, in its own workspace
+  mage sweep reward_design                   a paper ablation grid (sweep.grids in params.yaml)
+  mage sweep --vary train.learning_rate=[0.001,0.0003] --vary algorithm.preset=[mage,lamer]
+  mage ui                                    the MLflow UI on this project's runs
 """
 
 
@@ -88,7 +91,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from mage_core.stages.reproduce import run
 
-    return run(args.params, profile=args.profile)
+    return run(args.params, profile=args.profile, flow="evaluate" if args.evaluate_only else "reproduce")
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from mage_core.stages.sweep import run
+
+    return run(args.params, grid=args.grid, vary=args.vary, name=args.name, profile=args.profile,
+               overrides=args.overrides, max_concurrent=args.max_concurrent, ray=args.ray, dry_run=args.dry_run)
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from mage_core.stages.ui import run
+
+    return run(args.params, host=args.host, port=args.port)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -176,7 +192,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", default="params.yaml", metavar="PATH",
                    help="experiment parameters (default: %(default)s); its folder is the project")
     p.add_argument("--profile", metavar="NAME", help="a profile of reproduce.profiles, e.g. smoke")
+    p.add_argument("--evaluate-only", action="store_true",
+                   help="the evaluate flow: rerun the evaluation stages and the report on the trained checkpoints "
+                        "(e.g. after changing evaluation suites), training nothing")
     p.set_defaults(func=_cmd_reproduce)
+
+    p = sub.add_parser("sweep", help="an ablation grid (named in params.yaml, or --vary KEY=[...]) as one flow",
+                       description=(
+        "Run a grid of training runs and their evaluations as one Prefect flow. A grid is sweep.grids.NAME in "
+        "params.yaml (the paper's ablations: reward_design, population, grouping, anchor) and/or --vary "
+        "KEY=[v1,v2] items; its points are the product of the varied values. Every point is validated before "
+        "anything runs, then trained for reproduce.iterations and evaluated like a reproduce run, in a DVC "
+        "workspace of its own (artifacts/sweeps/<sweep>/<point>), at most sweep.max_concurrent at once (locally "
+        "also at most the cores; on Ray with --ray or RAY_ADDRESS). A rerun skips finished stages. Writes "
+        "reports/ablations/<sweep>/ (summary.md, summary.csv, bars.png); with --profile, the summary stays in "
+        "the sweep's folder. MLflow: the sweep is a parent run, each point a child, each stage a grandchild."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("grid", nargs="?", help="a grid of sweep.grids (omit to sweep only --vary)")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY=[V1,V2]",
+                   help="vary a dotted key over a YAML list, e.g. --vary train.learning_rate=[0.001,0.0003]; "
+                        "repeatable (the grid is the product)")
+    p.add_argument("--name", help="the sweep's name (default: the grid's, or 'custom')")
+    p.add_argument("--profile", metavar="NAME", help="start every point from this profile of reproduce.profiles")
+    p.add_argument("--max-concurrent", type=int, metavar="N", help="points at once (default: sweep.max_concurrent)")
+    p.add_argument("--ray", action="store_true",
+                   help="run the stages as Ray tasks: on RAY_ADDRESS if set, else on a local Ray instance")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the points, run nothing")
+    p.set_defaults(func=_cmd_sweep)
+
+    p = sub.add_parser("ui", help="the MLflow UI on this project's tracking store (127.0.0.1)", description=(
+        "Start the MLflow UI on MLFLOW_TRACKING_URI, or else this project's embedded store (mlflow.db), "
+        "listening on 127.0.0.1 only. Runs until Ctrl-C."), formatter_class=fmt)
+    p.add_argument("--params", default="params.yaml", metavar="PATH",
+                   help="experiment parameters (default: %(default)s); its folder is the project")
+    p.add_argument("--host", default="127.0.0.1", help="default: %(default)s")
+    p.add_argument("--port", type=int, default=5000, help="default: %(default)s")
+    p.set_defaults(func=_cmd_ui)
 
     p = sub.add_parser("report", help="tables and plots of the evaluated runs (reports/)", description=(
         "Aggregate the evaluations of reproduce.runs (artifacts/eval/<run>) and their training logs "

@@ -298,7 +298,47 @@ class ReproduceConfig(Strict):
     runs: dict[RunName, RunConfig] = {"kuhn_poker-mage": RunConfig(env="kuhn_poker", method="mage")}
     iterations: PositiveInt = 40
     eval_per_pair: PositiveInt = 200
+    max_concurrent: PositiveInt = 1
     profiles: dict[ProfileName, dict[str, Any]] = {}
+
+
+GridName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+
+
+def _dotted_keys(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    bad = [key for key in values if not key or any(not part for part in key.split("."))]
+    if bad:
+        raise ValueError(f"{', '.join(map(repr, bad))}: not a dotted key such as train.learning_rate")
+    return values
+
+
+class GridConfig(Strict):
+    """An ablation grid: dotted-key overrides every point shares (``set``) and the
+    keys it varies (``vary``: key -> values); its points are the product of the
+    ``vary`` lists, each a training run plus its evaluation (``mage sweep``)."""
+
+    set: Annotated[dict[str, Any], AfterValidator(_dotted_keys)] = {}
+    vary: dict[str, list[Any]]
+
+    @field_validator("vary")
+    @classmethod
+    def _lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        _dotted_keys(v)
+        if not v:
+            raise ValueError("name at least one key to vary, e.g. {algorithm.preset: [mage, lamer]}")
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"{key}: give at least one value")
+            if len({repr(value) for value in values}) != len(values):
+                raise ValueError(f"{key}: a value is listed twice ({values})")
+        return v
+
+
+class SweepConfig(Strict):
+    """Ablation grids (``mage sweep``): the paper's, by name, and how many points run at once."""
+
+    max_concurrent: PositiveInt = 2
+    grids: dict[GridName, GridConfig] = {}
 
 
 class TrackingConfig(Strict):
@@ -327,6 +367,7 @@ class Config(Strict):
     evaluation: EvaluationSection = EvaluationSection()
     tracking: TrackingConfig = TrackingConfig()
     reproduce: ReproduceConfig = ReproduceConfig()
+    sweep: SweepConfig = SweepConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -465,6 +506,11 @@ def run_values(cfg: Config, run: str) -> dict[str, Any]:
             **spec.set}
 
 
+def run_data(data: dict[str, Any], run: str, source: str) -> dict[str, Any]:
+    """The raw params ``data`` as run ``run`` of its ``reproduce.runs`` (not yet validated as such)."""
+    return apply_values(data, run_values(parse_config(data, source), run), f"reproduce.runs.{run}.set")
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None = None) -> Config:
     """Read and validate a params file, as run ``run`` of ``reproduce.runs`` if
     given, with ``--set`` overrides applied last; ConfigError (with every
@@ -486,7 +532,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None
         return parse_config(data, str(path))  # (a bad root is reported here)
     data, source = data or {}, str(path)
     if run is not None:
-        data = apply_values(data, run_values(parse_config(data, source), run), f"reproduce.runs.{run}.set")
+        data = run_data(data, run, source)
         source += f" as run {run}"
     if overrides:
         data = apply_overrides(data, overrides)

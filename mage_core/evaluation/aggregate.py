@@ -334,3 +334,48 @@ def flat_metrics(tables: RunTables) -> dict[str, float]:
             if value is not None and not pd.isna(value):
                 out[f"report/{r.env}/{r.method}/train_{name}"] = float(value)
     return dict(sorted(out.items()))
+
+
+def headline_measure(env: str) -> str:
+    """The figure an ablation is read by: final-hand chips for Kuhn (METHOD.md
+    section 8: a fixed strategy already maximizes the win rate), success elsewhere."""
+    return "score" if env == "kuhn_poker" else "success"
+
+
+ABLATION_COLUMNS = ("point", "env", "method", "k", "headline", "final", "final_low", "final_high", "first",
+                    "first_low", "first_high", "success", "success_low", "success_high", "pass_at", "pass_at_low",
+                    "pass_at_high")
+
+
+def ablation_table(episodes: pd.DataFrame, values: Mapping[str, Mapping[str, Any]],
+                   suite: str = IN_DOMAIN) -> tuple[pd.DataFrame, str]:
+    """One row per grid point (``episodes.run`` is the point's name): the
+    headline measure at the first and the final episode, final-episode success
+    and Pass@K, each with its 95% interval; ``values`` maps a point to the
+    values of the keys the grid varies, which lead the markdown table."""
+    keys = list(dict.fromkeys(key for point_values in values.values() for key in point_values))
+    rows, cells = [], []
+    for point in values:
+        mine = episodes[(episodes.run == point) & (episodes.suite == suite) & (episodes.group == "all")]
+        if mine.empty:
+            raise ValueError(f"point {point}: no {suite} population rows in its evaluation")
+        env, method = mine.env.iloc[0], mine.method.iloc[0]
+        measure = headline_measure(env)
+        first, final = mine.loc[mine.episode.idxmin()], mine.loc[mine.episode.idxmax()]
+        row = {"point": point, "env": env, "method": method, "k": int(final.episode),
+               "headline": "chips" if measure == "score" else "success"}
+        for name, source, column in (("final", final, measure), ("first", first, measure),
+                                     ("success", final, "success"), ("pass_at", final, "pass_at")):
+            for suffix in ("", "_low", "_high"):
+                row[name + suffix] = float(source[column + suffix])
+        rows.append(row)
+        signed = measure == "score"
+        cells.append([point, *(str(values[point].get(key, MISSING)) for key in keys), ENV_LABELS.get(env, env),
+                      method, row["headline"],
+                      fmt_interval(row["first"], row["first_low"], row["first_high"], signed),
+                      fmt_interval(row["final"], row["final_low"], row["final_high"], signed),
+                      fmt_interval(row["success"], row["success_low"], row["success_high"]),
+                      fmt_interval(row["pass_at"], row["pass_at_low"], row["pass_at_high"])])
+    header = ["point", *keys, "env", "method", "measure", "first episode", "final episode", "success, final",
+              "Pass@K"]
+    return pd.DataFrame(rows, columns=list(ABLATION_COLUMNS)), markdown_table(header, cells)

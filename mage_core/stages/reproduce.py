@@ -53,8 +53,15 @@ def _run(cmd: list[str], cwd: Path) -> None:
 
 def prepare_workspace(project: Path, profile: str) -> Path:
     """``artifacts/profiles/<profile>``: params (profile applied), dvc.yaml, code; git + DVC."""
-    data = profile_params(project / "params.yaml", profile)
-    workspace = project / PROFILE_ROOT / profile
+    return write_workspace(project, project / PROFILE_ROOT / profile, profile_params(project / "params.yaml", profile),
+                           f"profile {profile}")
+
+
+def write_workspace(project: Path, workspace: Path, data: dict[str, Any], label: str) -> Path:
+    """A DVC project of its own at ``workspace``: ``data`` as its params.yaml, the
+    project's dvc.yaml and a copy of mage_core (which the stages depend on); a git
+    commit of these inputs is the baseline `dvc params diff` and `dvc exp run`
+    compare against. Finished stages of an earlier run are kept."""
     workspace.mkdir(parents=True, exist_ok=True)
     write_text_atomic(workspace / "params.yaml", yaml.safe_dump(data, sort_keys=False))
     for name in ("dvc.yaml", ".dvcignore"):
@@ -64,18 +71,17 @@ def prepare_workspace(project: Path, profile: str) -> Path:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if not (workspace / ".git").exists():
         _run(["git", "init", "-q"], workspace)
-        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlartifacts/\ndvc_plots/\n")
+        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlflow.db.init-lock\nmlartifacts/\ndvc_plots/\n")
     if not (workspace / ".dvc").exists():
         _run([sys.executable, "-m", "dvc", "init", "-q"], workspace)
-    # A commit of the inputs: the baseline `dvc params diff` and `dvc exp run` compare against.
     _run(["git", "add", "-A"], workspace)
     if subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=workspace, check=False).returncode:
         _run(["git", "-c", "user.name=mage", "-c", "user.email=mage@localhost", "commit", "-q", "-m",
-              f"profile {profile}: inputs"], workspace)
+              f"{label}: inputs"], workspace)
     return workspace
 
 
-def run(params: str, profile: str | None = None) -> int:
+def run(params: str, profile: str | None = None, flow: str = "reproduce") -> int:
     project = Path(params).resolve().parent
     load_config(params)  # a bad params file stops here, before anything is written
     if not (project / "dvc.yaml").is_file():
@@ -86,9 +92,10 @@ def run(params: str, profile: str | None = None) -> int:
         load_config(ws_params, run=name)
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
-    console.print(f"reproducing {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
+    what = "evaluating" if flow == "evaluate" else "reproducing"
+    console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows", "reproduce", str(workspace)], cwd=workspace, check=False)
+    done = subprocess.run([sys.executable, "-m", "flows", flow, str(workspace)], cwd=workspace, check=False)
     if done.returncode != 0:
         console.print(f"[bold red]the flow failed[/] (exit {done.returncode}); finished stages are kept: "
                       "rerun the same command to resume")
@@ -97,6 +104,6 @@ def run(params: str, profile: str | None = None) -> int:
     store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{workspace / 'mlflow.db'}"
     console.print(f"done in {minutes:.1f} min\n"
                   f"  report:   {workspace / 'reports' / 'report.md'}\n"
-                  f"  MLflow:   mlflow ui --backend-store-uri {store} --host 127.0.0.1 --port 5000\n"
+                  f"  MLflow:   mage ui --params {workspace / 'params.yaml'}   (store: {store})\n"
                   f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
     return 0

@@ -74,6 +74,30 @@ def _sqlite_path(uri: str) -> Path | None:
     return Path(rest[1:])  # sqlite:////abs -> /abs ; sqlite:///rel -> rel
 
 
+_READY: set[str] = set()
+
+
+def store_client(tracking_uri: str) -> Any:
+    """An ``MlflowClient`` on a store that is ready. A new sqlite store is created
+    (tables, migrations, in the client's constructor) under an exclusive file lock,
+    so processes that start at the same moment (stages run side by side) do not
+    race to create its tables."""
+    from mlflow.tracking import MlflowClient
+
+    db = _sqlite_path(tracking_uri) if tracking_uri.lower().startswith("sqlite") else None
+    if db is None or tracking_uri in _READY:
+        return MlflowClient(tracking_uri=tracking_uri)
+    import fcntl
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".init-lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        client = MlflowClient(tracking_uri=tracking_uri)
+        client.search_experiments(max_results=1)
+    _READY.add(tracking_uri)
+    return client
+
+
 def check_tracking_uri(uri: str, timeout_s: float = 5.0) -> None:
     """Fail fast, with the fix in the message, if ``uri`` cannot take a run.
 
@@ -145,9 +169,8 @@ class MlflowTracker:
         """Log into an existing run that someone else (a flow) created and will end."""
         _quiet_mlflow_env()
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri=tracking_uri)
+        client = store_client(tracking_uri)
         try:
             client.get_run(run_id)
         except MlflowException as err:
@@ -171,9 +194,8 @@ class MlflowTracker:
         """
         _quiet_mlflow_env()
         from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri=tracking_uri)
+        client = store_client(tracking_uri)
         experiment = client.get_experiment_by_name(experiment_name)
         if experiment is None:
             db = _sqlite_path(tracking_uri) if tracking_uri.lower().startswith("sqlite") else None

@@ -1,0 +1,149 @@
+"""Running DVC stage graphs as Prefect task runs, several stages at once.
+
+``execute_stage`` is one stage, start to end, as a plain function: skipped when
+DVC finds it up to date, else run by ``dvc repro`` under an MLflow child run of
+the flow's (or grid point's) run, which is tagged with the hashes DVC recorded.
+It runs in a thread of the flow's process or, with Ray, in a Ray worker: the
+same function, shipped by reference.
+
+``run_graph`` submits one Prefect task run per stage, in dependency order; a
+task waits for its upstream tasks, then for one of ``max_concurrent`` slots, so
+independent stages (the training runs of the reproduction, the points of a
+grid) run side by side and the slots bound how many. Prefect retries a failed
+stage once and caches nothing: DVC's records decide what is done.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.dvc_stages import is_up_to_date, repro
+
+#: Stage retries: a crashed stage is run again (training resumes from its checkpoint).
+STAGE_RETRIES = 1
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """Where stage runs go: an MLflow store and experiment."""
+
+    uri: str
+    experiment: str
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """One stage of one DVC project, as a node of the graph a flow runs."""
+
+    project_dir: Path
+    stage: str
+    label: str  # the task run's name: the stage, or "<point>/<stage>" in a sweep
+    upstream: tuple[str, ...] = ()  # labels of the jobs it waits for
+    parent_run_id: str | None = None  # the MLflow run its own run is a child of
+
+
+def execute_stage(project_dir: Path, stage: str, parent_run_id: str | None,
+                  tracking: Tracking | None) -> dict[str, Any]:
+    """One DVC stage: skipped when up to date, else ``dvc repro`` under its own MLflow run."""
+    where = {"stage": stage, "pid": os.getpid(), "host": socket.gethostname()}
+    if is_up_to_date(project_dir, stage):
+        return {**where, "skipped": True, "seconds": 0.0, "started": time.time(), "ended": time.time()}
+    child = None
+    extra_env: dict[str, str] = {}
+    if tracking is not None:
+        from mage_core.tracking.mlflow_tracker import MlflowTracker
+        from mage_core.tracking.runs import RUN_ID_ENV
+
+        child = MlflowTracker.start(tracking.uri, tracking.experiment, stage, parent_run_id=parent_run_id)
+        extra_env = {RUN_ID_ENV: child.run_id, "MLFLOW_TRACKING_URI": tracking.uri}
+    started, clock = time.time(), time.perf_counter()
+    try:
+        repro(project_dir, stage, extra_env)
+    except BaseException:
+        if child is not None:
+            child.close("FAILED")
+        raise
+    seconds = time.perf_counter() - clock
+    if child is not None:
+        from mage_core.tracking.mlflow_tracker import run_tags
+
+        child.set_tags(run_tags(project_dir, None, stage))  # the hashes DVC just recorded
+        child.log_metrics(0, {"flow/stage/seconds": seconds})
+        child.close()
+    return {**where, "skipped": False, "seconds": seconds, "started": started, "ended": time.time()}
+
+
+_remote_execute: Any = None
+
+
+def _on_ray(job: StageJob, tracking: Tracking | None) -> dict[str, Any]:
+    """``execute_stage`` as a Ray task (one CPU), waited for."""
+    global _remote_execute
+    import ray
+
+    if _remote_execute is None:
+        _remote_execute = ray.remote(num_cpus=1, max_retries=0)(execute_stage)  # Prefect retries, not Ray
+    return ray.get(_remote_execute.remote(job.project_dir, job.stage, job.parent_run_id, tracking))
+
+
+@task(retries=STAGE_RETRIES, retry_delay_seconds=1, cache_policy=NO_CACHE)
+def stage_task(job: StageJob, tracking: Tracking | None, slots: threading.Semaphore,
+               use_ray: bool) -> dict[str, Any]:
+    logger = get_run_logger()
+    with slots:
+        result = _on_ray(job, tracking) if use_ray else execute_stage(job.project_dir, job.stage,
+                                                                        job.parent_run_id, tracking)
+    if result["skipped"]:
+        logger.info("%s is up to date (DVC): skipped", job.label)
+    else:
+        logger.info("%s done in %.1f s%s", job.label, result["seconds"],
+                    f" (Ray worker {result['pid']} on {result['host']})" if use_ray else "")
+    return {**result, "label": job.label}
+
+
+def run_graph(jobs: Sequence[StageJob], max_concurrent: int, tracking: Tracking | None,
+              use_ray: bool = False) -> list[dict[str, Any]]:
+    """Run ``jobs`` (dependencies first) as task runs of the current flow, at most
+    ``max_concurrent`` at once; their results in the same order. Raises once every
+    stage that could run has run, naming the ones that failed or could not run."""
+    slots = threading.BoundedSemaphore(max_concurrent)
+    futures: dict[str, Any] = {}
+    for job in jobs:
+        unknown = [u for u in job.upstream if u not in futures]
+        if unknown:
+            raise ValueError(f"{job.label}: upstream {unknown} not submitted before it (jobs out of order)")
+        futures[job.label] = stage_task.with_options(task_run_name=job.label).submit(
+            job, tracking, slots, use_ray, wait_for=[futures[u] for u in job.upstream])
+    results, failed = [], []
+    for label, future in futures.items():
+        try:
+            results.append(future.result())
+        except Exception:  # noqa: BLE001  (the task's own log holds the error)
+            failed.append(label)
+    if failed:
+        raise RuntimeError(f"{len(failed)} stage(s) failed or could not run: {', '.join(failed)}; "
+                           "finished stages are kept: run the flow again to resume")
+    return results
+
+
+def init_ray(max_concurrent: int) -> str:
+    """Connect to ``RAY_ADDRESS``, or start a local Ray instance with ``max_concurrent`` CPUs."""
+    import ray
+
+    address = os.environ.get("RAY_ADDRESS")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=True)
+        else:
+            ray.init(num_cpus=max_concurrent, include_dashboard=False, log_to_driver=True)
+    return address or "a local Ray instance"

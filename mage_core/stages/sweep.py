@@ -1,0 +1,318 @@
+"""``mage sweep``: an ablation grid as one Prefect flow, one DVC workspace per point.
+
+A grid is dotted-key overrides every point shares (``set``) and the keys it
+varies (``vary``: key -> values); its points are the product of the varied
+values. Grids are named in params.yaml (``sweep.grids``: the paper's ablations)
+or given on the command line (``--vary KEY=[v1, v2]``, repeatable, which also
+extends a named grid). ``--set`` and ``--profile`` change the base every point
+starts from.
+
+Each point is one run in the sense of ``reproduce.runs``: trained for
+``reproduce.iterations``, evaluated with ``reproduce.eval_per_pair``, in a
+workspace of its own, ``artifacts/sweeps/<sweep>/<point>/`` (git + DVC, like a
+profile's). Points therefore run side by side without sharing DVC's repository
+lock, each keeps its own lineage (``dvc params diff`` against its inputs), and a
+re-run skips the stages DVC finds up to date.
+
+Every point is validated before anything runs (``plan``). The flow
+(``flows/sweep.py``) prepares the workspaces, runs the points, at most
+``sweep.max_concurrent`` at once (and locally at most the cores), on Ray when
+asked, and then ``summarize`` writes the ablation table and bar chart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from mage_core.config import (
+    ConfigError,
+    GridConfig,
+    apply_overrides,
+    apply_values,
+    load_config,
+    parse_config,
+    run_data,
+)
+from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+
+SWEEP_ROOT = Path("artifacts") / "sweeps"
+REPORT_ROOT = Path("reports") / "ablations"
+#: Keys a point's run spec names itself (``reproduce.runs.<point>.env`` / ``.method``).
+RUN_KEYS = {"env.name": "env", "algorithm.preset": "method"}
+_NAME = re.compile(r"^[a-z0-9_]+$")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point: its name (the run name in its workspace), the values of the
+    varied keys, and where it runs."""
+
+    name: str
+    values: dict[str, Any]
+    env: str
+    method: str
+    workspace: Path
+    params: dict[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    grid: GridConfig
+    points: list[Point]
+    directory: Path
+    report_dir: Path
+    max_concurrent: int
+    iterations: int
+    eval_per_pair: int
+    profile: str | None
+
+
+def parse_vary(items: Sequence[str]) -> dict[str, list[Any]]:
+    """``KEY=[v1, v2]`` items (values in YAML) -> key -> values."""
+    vary: dict[str, list[Any]] = {}
+    problems = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        try:
+            values = yaml.safe_load(raw) if sep else None
+        except yaml.YAMLError:
+            values = None
+        if not key or any(not part for part in key.split(".")) or not isinstance(values, list):
+            problems.append(f"--vary {item!r}: expected KEY=[v1, v2] with a dotted key and a YAML list, "
+                            "e.g. --vary train.learning_rate=[1e-3,3e-4]")
+        elif key in vary:
+            problems.append(f"--vary {item!r}: {key} is varied twice")
+        else:
+            vary[key] = values
+    if problems:
+        raise ConfigError("command line", problems)
+    return vary
+
+
+def _slug(value: Any) -> str:
+    text = (value if isinstance(value, str) else json.dumps(value)).lower().replace("-", "m")
+    return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "x"
+
+
+def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Readable, unique names: the slugs of the values that differ between points
+    (``ablation_cumulative``, ``0_001-16``), numbered where two slugs collide."""
+    if not combos:
+        return []
+    varying = [key for key in combos[0] if len({repr(c[key]) for c in combos}) > 1]
+    names = ["-".join(_slug(c[key]) for key in varying) or "point" for c in combos]
+    if len(set(names)) < len(names):
+        names = [f"p{i}-{name}" for i, name in enumerate(names)]
+    return names
+
+
+def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), name: str | None = None,
+         profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None) -> Sweep:
+    """Every point of the grid, each one's params built and validated: raises
+    ConfigError listing every problem (of every point) before anything is written."""
+    from mage_core.stages.reproduce import profile_params
+
+    params = Path(params).resolve()
+    project = params.parent
+    load_config(params)  # a bad params file is reported as such, before the grid
+    data = profile_params(params, profile) if profile else yaml.safe_load(params.read_text(encoding="utf-8"))
+    data = apply_overrides(data, overrides)
+    base = parse_config(data, f"{params}{' with profile ' + profile if profile else ''}"
+                              f"{' with --set ' + ' '.join(overrides) if overrides else ''}")
+    grids = ", ".join(base.sweep.grids) or "none defined"
+    extra = parse_vary(vary)
+    if grid is not None and grid not in base.sweep.grids:
+        raise ConfigError("command line", [f"grid {grid!r} is not one of sweep.grids ({grids})"])
+    if grid is None and not extra:
+        raise ConfigError("command line", [f"name a grid of sweep.grids ({grids}) or give --vary KEY=[v1, v2]"])
+    named = base.sweep.grids[grid] if grid is not None else GridConfig(vary=extra)
+    problems = [f"--vary {key}: already varied by grid {grid}" for key in extra if grid is not None and key in named.vary]
+    spec = GridConfig(set=named.set, vary={**named.vary, **extra})
+    label = name or grid or "custom"
+    if not _NAME.match(label):
+        problems.append(f"--name {label!r}: use lower-case letters, digits and _")
+    limit = max_concurrent if max_concurrent is not None else base.sweep.max_concurrent
+    if limit < 1:
+        problems.append(f"--max-concurrent {limit}: must be at least 1")
+    if problems:
+        raise ConfigError("command line", problems)
+    directory = project / SWEEP_ROOT / (f"{label}-{profile}" if profile else label)
+    report_dir = directory / "report" if profile else project / REPORT_ROOT / label
+    combos = [dict(zip(spec.vary, chosen)) for chosen in itertools.product(*spec.vary.values())]
+    points: list[Point] = []
+    by_problem: dict[str, list[str]] = {}
+    for point, combo in zip(point_names(combos), combos):
+        where = f"point {point}"
+        values = {**spec.set, **combo}
+        try:
+            resolved = parse_config(apply_values(data, values, where), where)
+            run = {"env": resolved.env.name, "method": resolved.algorithm.preset,
+                   "set": {k: v for k, v in values.items() if k not in RUN_KEYS}}
+            point_data = {**data, "reproduce": {**data.get("reproduce", {}), "runs": {point: run}}}
+            parse_config(run_data(point_data, point, where), where)
+        except ConfigError as err:
+            for problem in err.problems:
+                by_problem.setdefault(problem.removeprefix(f"{where}: "), []).append(point)
+            continue
+        points.append(Point(point, combo, run["env"], run["method"], directory / point, point_data))
+    if by_problem:  # one line per problem, naming the points that have it
+        raise ConfigError(f"sweep {label}", [f"{problem} (point{'s' if len(names) > 1 else ''} {', '.join(names)})"
+                                             for problem, names in by_problem.items()])
+    return Sweep(label, spec, points, directory, report_dir, limit, base.reproduce.iterations,
+                 base.reproduce.eval_per_pair, profile)
+
+
+def prepare(project: Path, sweep: Sweep) -> None:
+    """Write every point's workspace and the sweep's manifest (``sweep.json``)."""
+    from mage_core.stages.reproduce import write_workspace
+
+    for point in sweep.points:
+        write_workspace(project, point.workspace, point.params, f"sweep {sweep.name}, point {point.name}")
+    write_json_atomic(sweep.directory / "sweep.json", manifest(sweep))
+
+
+def manifest(sweep: Sweep) -> dict[str, Any]:
+    return {"name": sweep.name, "profile": sweep.profile, "set": sweep.grid.set, "vary": sweep.grid.vary,
+            "iterations": sweep.iterations, "eval_per_pair": sweep.eval_per_pair,
+            "max_concurrent": sweep.max_concurrent, "report_dir": str(sweep.report_dir),
+            "points": [{"name": p.name, "values": p.values, "env": p.env, "method": p.method,
+                        "workspace": str(p.workspace)} for p in sweep.points]}
+
+
+def local_concurrency(sweep: Sweep) -> int:
+    """Points at once on this machine: the limit, the cores and the points, whichever is least."""
+    return max(1, min(sweep.max_concurrent, os.cpu_count() or 1, len(sweep.points)))
+
+
+# ---------------------------------------------------------------- summary
+
+SUMMARY_FILES = ("summary.md", "summary.csv", "bars.png", "metrics.json")
+
+
+def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The ablation table (markdown + csv), the bar chart and flat metrics of a
+    finished sweep, under ``sweep.report_dir``; returns the metrics."""
+    import pandas as pd
+
+    from mage_core.evaluation.aggregate import ablation_table, load_runs
+
+    episodes, overview = [], []
+    for point in sweep.points:
+        tables = load_runs(point.workspace / "artifacts" / "eval", point.workspace / "artifacts" / "train",
+                           {point.name: (point.env, point.method)})
+        episodes.append(tables.episodes)
+        overview.append(tables.overview)
+    numbers, table_md = ablation_table(pd.concat(episodes, ignore_index=True),
+                                       {p.name: p.values for p in sweep.points})
+    runs = pd.concat(overview, ignore_index=True).set_index("run")
+    out = sweep.report_dir
+    csv = numbers.copy()
+    for key in sweep.grid.vary:
+        csv.insert(1 + list(sweep.grid.vary).index(key), key, [str(p.values[key]) for p in sweep.points])
+    write_text_atomic(out / "summary.csv", csv.to_csv(index=False))
+    write_bytes_atomic(out / "bars.png", bars_png(numbers, sweep.name))
+    metrics = {f"sweep/{row.point}/{name}": float(getattr(row, name))
+               for row in numbers.itertuples() for name in ("first", "final", "success", "pass_at")}
+    write_json_atomic(out / "metrics.json", metrics)
+    shared = ", ".join(f"`{k}={v}`" for k, v in sweep.grid.set.items()) or "none"
+    lines = [f"# Ablation: {sweep.name}\n",
+             f"Varied: {', '.join(f'`{k}`' for k in sweep.grid.vary)}; shared overrides: {shared}"
+             f"{'; profile ' + sweep.profile if sweep.profile else ''}. Each point trained for "
+             f"{sweep.iterations} iterations (unless it sets train.iterations) and was evaluated on "
+             f"{sweep.eval_per_pair} meta-episodes per (opponent, seat) of its in-domain suite.\n",
+             "The measure is final-hand chips for Kuhn Poker (a fixed strategy already maximizes its win rate) "
+             "and success elsewhere; `first episode` against `final episode` is the adaptation within a "
+             "meta-episode. Intervals are 95%.\n", table_md,
+             f"![{sweep.name}](bars.png)\n", "## Points\n",
+             "| point | iterations | training minutes | stage minutes (this run) | workspace |",
+             "|---|---|---|---|---|"]
+    for point in sweep.points:
+        info = runs.loc[point.name]
+        minutes = f"{info.minutes:.1f}" if pd.notna(info.minutes) else "—"
+        stages = f"{timings[point.name] / 60:.1f}" if timings and point.name in timings else "—"
+        lines.append(f"| {point.name} | {info.iterations} | {minutes} | {stages} | `{point.workspace}` |")
+    write_text_atomic(out / "summary.md", "\n".join(lines) + "\n")
+    return metrics
+
+
+def bars_png(numbers: Any, title: str) -> bytes:
+    """Final-episode measure per point with its 95% interval, first episode as a
+    hollow marker; one panel per environment (their units differ)."""
+    from mage_core.evaluation.aggregate import ENV_LABELS, env_sort_key
+    from mage_core.stages.report import _figure, _png
+
+    envs = sorted(dict.fromkeys(numbers.env), key=env_sort_key)
+    fig, axes = _figure(1, len(envs))
+    for ax, env in zip(axes[0], envs):
+        rows = numbers[numbers.env == env].reset_index(drop=True)
+        xs = list(range(len(rows)))
+        err = [(rows.final - rows.final_low).clip(lower=0), (rows.final_high - rows.final).clip(lower=0)]
+        ax.bar(xs, rows.final, yerr=err, capsize=4, color=[f"C{i % 10}" for i in xs], label="final episode")
+        ax.scatter(xs, rows["first"], marker="o", facecolors="none", edgecolors="black", zorder=3,
+                   label="first episode")
+        ax.set_xticks(xs, rows.point, rotation=20, ha="right", fontsize="small")
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_ylabel(rows.headline.iloc[0])
+        ax.set_title(f"{title}: {ENV_LABELS.get(env, env)}")
+        ax.legend(fontsize="small", frameon=False)
+    return _png(fig)
+
+
+# ---------------------------------------------------------------- command
+
+def flow_args(grid: str | None, vary: Sequence[str], name: str | None, profile: str | None,
+              overrides: Sequence[str], max_concurrent: int | None, ray: bool) -> list[str]:
+    """The arguments of ``python -m flows sweep`` that stand for these options."""
+    args = [] if grid is None else ["--grid", grid]
+    args += [a for item in vary for a in ("--vary", item)] + [a for item in overrides for a in ("--set", item)]
+    args += [] if name is None else ["--name", name]
+    args += [] if profile is None else ["--profile", profile]
+    args += [] if max_concurrent is None else ["--max-concurrent", str(max_concurrent)]
+    return args + (["--ray"] if ray else [])
+
+
+def run(params: str, grid: str | None = None, vary: Sequence[str] = (), name: str | None = None,
+        profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None,
+        ray: bool = False, dry_run: bool = False) -> int:
+    """``mage sweep``: validate the whole grid, show it, then run it as a flow."""
+    from rich.console import Console
+
+    console = Console(soft_wrap=True)
+    project = Path(params).resolve().parent
+    sweep = plan(params, grid, vary, name, profile, overrides, max_concurrent)
+    if not (project / "dvc.yaml").is_file():
+        raise ConfigError("command line", [f"{project}: no dvc.yaml (run from the project root)"])
+    where = "on Ray " + (os.environ.get("RAY_ADDRESS") or "(a local instance)") if ray or os.environ.get(
+        "RAY_ADDRESS") else f"locally, {local_concurrency(sweep)} at a time"
+    console.print(f"sweep {sweep.name}: {len(sweep.points)} point(s), {where}")
+    for point in sweep.points:
+        values = ", ".join(f"{k}={v}" for k, v in point.values.items())
+        console.print(f"  {point.name:<36} {values}")
+    if dry_run:
+        return 0
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "flows", "sweep", str(project),
+                           *flow_args(grid, vary, name, profile, overrides, max_concurrent, ray)],
+                          cwd=project, check=False)
+    if done.returncode != 0:
+        console.print(f"[bold red]the sweep failed[/] (exit {done.returncode}); finished stages are kept: "
+                      "rerun the same command to resume")
+        return 1
+    store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow.db'}"
+    console.print(f"done in {(time.perf_counter() - started) / 60:.1f} min\n"
+                  f"  summary:  {sweep.report_dir / 'summary.md'}\n"
+                  f"  MLflow:   mage ui --params {project / 'params.yaml'}   (store: {store})\n"
+                  f"  points:   {sweep.directory}/<point> (each a DVC project: dvc dag, dvc metrics show)")
+    return 0
