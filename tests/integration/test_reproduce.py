@@ -41,17 +41,6 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_workspace(_project(tmp_path_factory.mktemp("reproduce")), "smoke")
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
-    os.environ["DVC_NO_ANALYTICS"] = "1"
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 def _child_runs(store: str) -> dict[str, object]:
     from mlflow.tracking import MlflowClient
 
@@ -132,6 +121,33 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     assert by_stage["train@kuhn_poker-mage"] is True and by_stage["train@tic_tac_toe-gigpo"] is True
     assert by_stage["report"] is False
     assert _eval_size(workspace) == 3
+
+
+def test_the_evaluate_flow_reevaluates_without_training(workspace: Path, harness: None,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.reproduce import evaluate
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(workspace)
+    trained = {k: v for k, v in _locked(workspace).items() if k.startswith("train@")}
+    params = yaml.safe_load((workspace / "params.yaml").read_text())
+    params["reproduce"]["eval_per_pair"] = 2
+    (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    results = evaluate(str(workspace))
+    assert [(r["stage"], r["skipped"]) for r in results] == [
+        ("evaluate@kuhn_poker-mage", False), ("evaluate@tic_tac_toe-gigpo", False), ("report", False)]
+    assert _eval_size(workspace) == 2
+    assert {k: v for k, v in _locked(workspace).items() if k.startswith("train@")} == trained
+
+
+def test_the_evaluate_flow_needs_trained_checkpoints(tmp_path: Path, harness: None) -> None:
+    from flows.reproduce import evaluate
+    from mage_core.stages.reproduce import prepare_workspace
+
+    fresh = prepare_workspace(_project(tmp_path), "smoke")
+    with pytest.raises(RuntimeError, match="not trained yet: train@kuhn_poker-mage, train@tic_tac_toe-gigpo"):
+        evaluate(str(fresh))
+    assert not (fresh / "artifacts").exists()
 
 
 def _eval_size(workspace: Path) -> int | None:

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from mage_core.evaluation.aggregate import (
+    ablation_table,
     fmt_interval,
     flat_metrics,
     load_runs,
@@ -245,3 +246,27 @@ def test_a_bad_training_file_is_named(tmp_path: Path) -> None:
     (train / "summary.json").unlink()
     with pytest.raises(ValueError, match=re.escape(f"{train / 'summary.json'}: file missing")):
         load_runs(tmp_path / "eval", tmp_path / "train", runs)
+
+
+def test_ablation_table_reads_first_and_final_episode_per_point(roots: tuple[Path, Path]) -> None:
+    tables = load_runs(*roots, RUNS)
+    numbers, markdown = ablation_table(tables.episodes, {"kuhn-mage": {"lr": 0.001}, "ttt-gigpo": {"lr": 0.01}})
+    kuhn = numbers.set_index("point").loc["kuhn-mage"]
+    # Kuhn is read in chips: episode 1 is -0.05, episode 3 (K) is 0.20 (kuhn_metrics above).
+    assert (kuhn.headline, kuhn.k) == ("chips", 3)
+    assert (kuhn["first"], kuhn.first_low, kuhn.first_high) == pytest.approx((-0.05, -0.15, 0.05))
+    assert (kuhn.final, kuhn.final_low, kuhn.final_high) == pytest.approx((0.20, 0.10, 0.30))
+    assert (kuhn.success, kuhn.pass_at) == pytest.approx((0.7, 0.8))
+    ttt = numbers.set_index("point").loc["ttt-gigpo"]
+    assert (ttt.headline, ttt["first"], ttt.final) == ("success", pytest.approx(0.6), pytest.approx(0.6))
+    lines = markdown.splitlines()
+    assert lines[0] == ("| point | lr | env | method | measure | first episode | final episode | success, final "
+                        "| Pass@K |")
+    assert lines[2] == ("| kuhn-mage | 0.001 | Kuhn Poker | mage | chips | -0.050 [-0.150, +0.050] | "
+                        "+0.200 [+0.100, +0.300] | 0.700 [0.600, 0.800] | 0.800 [0.700, 0.900] |")
+
+
+def test_ablation_table_names_a_point_without_an_in_domain_evaluation(roots: tuple[Path, Path]) -> None:
+    tables = load_runs(*roots, RUNS)
+    with pytest.raises(ValueError, match="point nowhere: no in_domain population rows"):
+        ablation_table(tables.episodes, {"kuhn-mage": {}, "nowhere": {}})

@@ -1,0 +1,118 @@
+"""A two-point grid end to end on local Ray: real Prefect (its test harness), real
+DVC (one temp git repository per point), a real MLflow sqlite store and a real
+local Ray instance. The two points' stages run at the same time in Ray workers;
+the sweep is an MLflow parent run with one child per point and the stages below
+them; a second run finds every stage done."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+GRID = {"vary": ["algorithm.preset=[mage,grpo]"], "name": "pair", "profile": "smoke",
+        "overrides": ["env.name=kuhn_poker"], "max_concurrent": 2}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("sweep") / "project"
+    project.mkdir()
+    for name in ("params.yaml", "dvc.yaml", ".dvcignore"):
+        shutil.copy2(ROOT / name, project / name)
+    shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
+    return project
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """Ray is started by the flow itself (a local instance); shut it down after this module."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, local_ray: None,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.sweep import sweep
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.chdir(project)
+    result = sweep(str(project), ray=True, **GRID)
+    stages = {r["label"]: r for r in result["stages"]}
+    assert set(stages) == {"mage/train@mage", "mage/evaluate@mage", "grpo/train@grpo", "grpo/evaluate@grpo"}
+    assert not any(r["skipped"] for r in stages.values())
+
+    # Concurrency: the two training stages overlapped in time, in two Ray worker processes.
+    a, b = stages["mage/train@mage"], stages["grpo/train@grpo"]
+    assert max(a["started"], b["started"]) < min(a["ended"], b["ended"]), (a, b)
+    assert a["pid"] != b["pid"] and os.getpid() not in (a["pid"], b["pid"])
+    import ray
+
+    assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2.0
+
+    # Each point is a DVC project of its own whose lock file records its two stages.
+    sweep_dir = project / "artifacts" / "sweeps" / "pair-smoke"
+    for point in ("mage", "grpo"):
+        lock = yaml.safe_load((sweep_dir / point / "dvc.lock").read_text())["stages"]
+        assert set(lock) == {f"train@{point}", f"evaluate@{point}"}
+        params = yaml.safe_load((sweep_dir / point / "params.yaml").read_text())
+        assert params["reproduce"]["runs"] == {point: {"env": "kuhn_poker", "method": point, "set": {}}}
+
+    # The summary: one row per point, the figures read from each point's evaluation.
+    report = sweep_dir / "report"
+    table = pd.read_csv(report / "summary.csv")
+    assert list(table.point) == ["mage", "grpo"] and list(table["algorithm.preset"]) == ["mage", "grpo"]
+    for row in table.itertuples():
+        metrics = json.loads((sweep_dir / row.point / "artifacts" / "eval" / row.point / "metrics.json")
+                                 .read_text())["metrics"]
+        assert row.final == pytest.approx(metrics["eval/in_domain/all/chips_ep3"])
+        assert row.first == pytest.approx(metrics["eval/in_domain/all/chips_ep1"])
+    assert (report / "bars.png").read_bytes().startswith(b"\x89PNG")
+    assert "| mage | mage | Kuhn Poker | mage | chips |" in (report / "summary.md").read_text()
+
+    # MLflow: the sweep run, a child per point (its values as params), the stages below each point.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("mage").experiment_id])
+    parents = [r for r in runs if r.info.run_name == "sweep pair"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.params["sweep.vary.algorithm.preset"] == "['mage', 'grpo']"
+    children = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id}
+    assert set(children) == {"pair/mage", "pair/grpo"}
+    for point, run in children.items():
+        name = point.split("/")[1]
+        assert run.data.params["algorithm.preset"] == name and run.info.status == "FINISHED"
+        assert run.data.metrics["sweep/final"] == pytest.approx(float(table.set_index("point").at[name, "final"]))
+        stage_runs = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
+        assert stage_runs == {f"train@{name}", f"evaluate@{name}"}
+
+    # A second run, in threads this time, finds every stage done.
+    again = sweep(str(project), ray=False, **GRID)
+    assert all(r["skipped"] for r in again["stages"])
+
+
+def test_a_bad_point_stops_the_sweep_before_anything_is_written(project: Path) -> None:
+    from mage_core.config import ConfigError
+    from mage_core.stages.sweep import plan
+
+    with pytest.raises(ConfigError) as caught:
+        plan(project / "params.yaml", vary=["algorithm.preset=[mage,nope]", "train.learning_rate=[0.001,-1]"],
+             name="bad", profile="smoke")
+    problems = "\n".join(caught.value.problems)
+    assert "unknown method preset 'nope'" in problems and "points nope-0_001, nope-m1" in problems
+    assert "train.learning_rate: Input should be greater than 0 (got -1) (points mage-m1, nope-m1)" in problems
+    assert not (project / "artifacts" / "sweeps" / "bad-smoke").exists()

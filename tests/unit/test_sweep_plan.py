@@ -1,0 +1,79 @@
+"""Planning a sweep: grids from params.yaml and the command line, point names,
+every point's params, and every problem reported before anything is written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mage_core.config import ConfigError, load_config
+from mage_core.stages.sweep import local_concurrency, parse_vary, plan, point_names
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS = ROOT / "params.yaml"
+
+
+def test_parse_vary_reads_yaml_lists_and_names_bad_items() -> None:
+    assert parse_vary(["train.learning_rate=[0.001, 0.0003]", "algorithm.preset=[mage]"]) == {
+        "train.learning_rate": [0.001, 0.0003], "algorithm.preset": ["mage"]}
+    with pytest.raises(ConfigError) as caught:
+        parse_vary(["train.learning_rate=0.001", "=[1]", "a..b=[1]", "x=[1", "k=[1]", "k=[2]"])
+    problems = caught.value.problems
+    assert len(problems) == 5
+    assert problems[0].startswith("--vary 'train.learning_rate=0.001': expected KEY=[v1, v2]")
+    assert problems[-1] == "--vary 'k=[2]': k is varied twice"
+
+
+def test_point_names_use_the_values_that_differ_and_stay_unique() -> None:
+    combos = [{"env.name": "kuhn_poker", "lr": 0.001}, {"env.name": "kuhn_poker", "lr": -0.5}]
+    assert point_names(combos) == ["0_001", "m0_5"]
+    assert point_names([{"a": "x-y"}, {"a": "x_y"}]) == ["xmy", "x_y"]
+    assert point_names([{"a": "A.B"}, {"a": "a b"}]) == ["p0-a_b", "p1-a_b"]  # same slug: numbered
+    assert point_names([{"a": 1}]) == ["point"]
+
+
+def test_a_named_grid_gives_one_validated_run_per_point() -> None:
+    sweep = plan(PARAMS, "population")
+    assert [p.name for p in sweep.points] == ["mage", "ablation_fixed_opponent", "ablation_pattern_skewed"]
+    assert sweep.directory == ROOT / "artifacts" / "sweeps" / "population"
+    assert sweep.report_dir == ROOT / "reports" / "ablations" / "population"
+    point = sweep.points[1]
+    assert (point.env, point.method, point.workspace) == ("tic_tac_toe", "ablation_fixed_opponent",
+                                                          sweep.directory / "ablation_fixed_opponent")
+    # The workspace's params: the project's, with reproduce.runs = this point's run only.
+    assert point.params["reproduce"]["runs"] == {
+        "ablation_fixed_opponent": {"env": "tic_tac_toe", "method": "ablation_fixed_opponent",
+                                    "set": {"train.groups_per_iteration": 16}}}
+    assert point.params["train"] == yaml.safe_load(PARAMS.read_text())["train"]  # the rest is the project's
+    assert sweep.iterations == load_config(PARAMS).reproduce.iterations
+
+
+def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path) -> None:
+    sweep = plan(PARAMS, "anchor", vary=["train.learning_rate=[0.001,0.0003]"], profile="smoke",
+                 max_concurrent=5)
+    assert [p.name for p in sweep.points] == ["mage-0_001", "mage-0_0003", "ablation_local_anchor-0_001",
+                                              "ablation_local_anchor-0_0003"]
+    assert sweep.points[3].values == {"algorithm.preset": "ablation_local_anchor", "train.learning_rate": 0.0003}
+    assert sweep.directory == ROOT / "artifacts" / "sweeps" / "anchor-smoke"
+    assert sweep.report_dir == sweep.directory / "report"  # a profile's sweep leaves reports/ alone
+    assert sweep.iterations == 2 and sweep.max_concurrent == 5
+    assert local_concurrency(sweep) == min(5, os.cpu_count() or 1, 4)  # locally, the cores cap it
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor)"),
+    ({}, "name a grid of sweep.grids"),
+    ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
+    ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
+    ({"grid": "anchor", "max_concurrent": 0}, "--max-concurrent 0: must be at least 1"),
+    ({"grid": "anchor", "overrides": ["train.bogus=1"]}, "train.bogus: unknown key"),
+])
+def test_bad_requests_are_named(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        plan(PARAMS, **kwargs)
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems
