@@ -17,12 +17,12 @@ $(VENV)/.installed: pyproject.toml
 ## setup: create .venv and install the package with its test tools
 setup: $(VENV)/.installed
 
-## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~26 min on 2 cores)
+## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~11 min on 2 cores)
 run: setup
 	$(VENV)/bin/mage validate
 	$(VENV)/bin/mage reproduce
 
-## smoke: the same pipeline on the smoke profile, in its own workspace (~2.5 min)
+## smoke: the same pipeline on the smoke profile, in its own workspace (~1 min)
 smoke: setup
 	$(VENV)/bin/mage reproduce --profile smoke
 
@@ -39,6 +39,7 @@ bench: setup
 	$(PY) benchmarks/bench_mcts.py
 	$(PY) benchmarks/bench_sokoban.py
 	$(PY) benchmarks/bench_cli.py
+	$(PY) benchmarks/bench_flow.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

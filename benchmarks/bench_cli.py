@@ -21,6 +21,8 @@ COMMANDS = [
     ["evaluate", "--help"],
     ["reproduce", "--help"],
     ["report", "--help"],
+    ["sweep", "--help"],
+    ["ui", "--help"],
     ["kuhn", "--help"],
     ["kuhn", "analyze", "--help"],
 ]

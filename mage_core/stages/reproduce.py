@@ -94,16 +94,23 @@ def run(params: str, profile: str | None = None, flow: str = "reproduce") -> int
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
+    if not run_flow([flow, str(workspace)], workspace):
+        return 1
+    console.print(f"  report:   {workspace / 'reports' / 'report.md'}\n"
+                  f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
+    return 0
+
+
+def run_flow(args: list[str], project: Path) -> bool:
+    """``python -m flows ARGS`` in ``project``; prints how long it took and where its
+    runs are, or that it failed (finished stages are kept). True when it succeeded."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows", flow, str(workspace)], cwd=workspace, check=False)
+    done = subprocess.run([sys.executable, "-m", "flows", *args], cwd=project, check=False)
     if done.returncode != 0:
         console.print(f"[bold red]the flow failed[/] (exit {done.returncode}); finished stages are kept: "
                       "rerun the same command to resume")
-        return 1
-    minutes = (time.perf_counter() - started) / 60
-    store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{workspace / 'mlflow.db'}"
-    console.print(f"done in {minutes:.1f} min\n"
-                  f"  report:   {workspace / 'reports' / 'report.md'}\n"
-                  f"  MLflow:   mage ui --params {workspace / 'params.yaml'}   (store: {store})\n"
-                  f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
-    return 0
+        return False
+    store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow.db'}"
+    console.print(f"done in {(time.perf_counter() - started) / 60:.1f} min\n"
+                  f"  MLflow:   mage ui --params {project / 'params.yaml'}   (store: {store})")
+    return True

@@ -287,9 +287,8 @@ def run(params: str, grid: str | None = None, vary: Sequence[str] = (), name: st
         profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None,
         ray: bool = False, dry_run: bool = False) -> int:
     """``mage sweep``: validate the whole grid, show it, then run it as a flow."""
-    from rich.console import Console
+    from mage_core.stages.reproduce import console, run_flow
 
-    console = Console(soft_wrap=True)
     project = Path(params).resolve().parent
     sweep = plan(params, grid, vary, name, profile, overrides, max_concurrent)
     if not (project / "dvc.yaml").is_file():
@@ -302,17 +301,9 @@ def run(params: str, grid: str | None = None, vary: Sequence[str] = (), name: st
         console.print(f"  {point.name:<36} {values}")
     if dry_run:
         return 0
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows", "sweep", str(project),
-                           *flow_args(grid, vary, name, profile, overrides, max_concurrent, ray)],
-                          cwd=project, check=False)
-    if done.returncode != 0:
-        console.print(f"[bold red]the sweep failed[/] (exit {done.returncode}); finished stages are kept: "
-                      "rerun the same command to resume")
+    if not run_flow(["sweep", str(project), *flow_args(grid, vary, name, profile, overrides, max_concurrent, ray)],
+                    project):
         return 1
-    store = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{project / 'mlflow.db'}"
-    console.print(f"done in {(time.perf_counter() - started) / 60:.1f} min\n"
-                  f"  summary:  {sweep.report_dir / 'summary.md'}\n"
-                  f"  MLflow:   mage ui --params {project / 'params.yaml'}   (store: {store})\n"
+    console.print(f"  summary:  {sweep.report_dir / 'summary.md'}\n"
                   f"  points:   {sweep.directory}/<point> (each a DVC project: dvc dag, dvc metrics show)")
     return 0

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +23,18 @@ def harness() -> Iterator[None]:
 
     with prefect_test_harness(server_startup_timeout=90):
         yield
+
+
+def _copy_project(tmp: Path) -> Path:
+    """A copy of the project's pipeline files under ``tmp``, as a fresh clone would have them."""
+    project = tmp / "project"
+    project.mkdir()
+    for name in ("params.yaml", "dvc.yaml", ".dvcignore"):
+        shutil.copy2(ROOT / name, project / name)
+    shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
+    return project
+
+
+@pytest.fixture(scope="session")
+def copy_project() -> Callable[[Path], Path]:
+    return _copy_project

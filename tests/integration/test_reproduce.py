@@ -7,38 +7,27 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 SMOKE_STAGES = ["train@kuhn_poker-mage", "train@tic_tac_toe-gigpo", "evaluate@kuhn_poker-mage",
                 "evaluate@tic_tac_toe-gigpo", "report"]
 
 
-def _project(tmp: Path) -> Path:
-    """A copy of the project's pipeline files, as a fresh clone would have them."""
-    project = tmp / "project"
-    project.mkdir()
-    for name in ("params.yaml", "dvc.yaml", ".dvcignore"):
-        shutil.copy2(ROOT / name, project / name)
-    shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
-    return project
-
-
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def workspace(tmp_path_factory: pytest.TempPathFactory, copy_project: Callable[[Path], Path]) -> Path:
     from mage_core.stages.reproduce import prepare_workspace
 
-    return prepare_workspace(_project(tmp_path_factory.mktemp("reproduce")), "smoke")
+    return prepare_workspace(copy_project(tmp_path_factory.mktemp("reproduce")), "smoke")
 
 
 def _child_runs(store: str) -> dict[str, object]:
@@ -140,11 +129,12 @@ def test_the_evaluate_flow_reevaluates_without_training(workspace: Path, harness
     assert {k: v for k, v in _locked(workspace).items() if k.startswith("train@")} == trained
 
 
-def test_the_evaluate_flow_needs_trained_checkpoints(tmp_path: Path, harness: None) -> None:
+def test_the_evaluate_flow_needs_trained_checkpoints(tmp_path: Path, harness: None,
+                                                    copy_project: Callable[[Path], Path]) -> None:
     from flows.reproduce import evaluate
     from mage_core.stages.reproduce import prepare_workspace
 
-    fresh = prepare_workspace(_project(tmp_path), "smoke")
+    fresh = prepare_workspace(copy_project(tmp_path), "smoke")
     with pytest.raises(RuntimeError, match="not trained yet: train@kuhn_poker-mage, train@tic_tac_toe-gigpo"):
         evaluate(str(fresh))
     assert not (fresh / "artifacts").exists()

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pandas as pd
 import pytest
@@ -18,19 +17,13 @@ import yaml
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 GRID = {"vary": ["algorithm.preset=[mage,grpo]"], "name": "pair", "profile": "smoke",
         "overrides": ["env.name=kuhn_poker"], "max_concurrent": 2}
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    project = tmp_path_factory.mktemp("sweep") / "project"
-    project.mkdir()
-    for name in ("params.yaml", "dvc.yaml", ".dvcignore"):
-        shutil.copy2(ROOT / name, project / name)
-    shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
-    return project
+def project(tmp_path_factory: pytest.TempPathFactory, copy_project: Callable[[Path], Path]) -> Path:
+    return copy_project(tmp_path_factory.mktemp("sweep"))
 
 
 @pytest.fixture(scope="module")
