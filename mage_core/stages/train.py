@@ -57,6 +57,16 @@ def config_digest(cfg: Config) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def code_digest() -> str:
+    """The source of the installed ``mage_core`` package (every .py file, by relative
+    path): a run resumed by ``--resume auto`` must have been written by the same code."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
     """The tokenizer and model: the embedded tiny Qwen3 (built once, saved to
     ``policy-init``) or a local HF checkpoint."""
@@ -136,11 +146,13 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     torch.set_num_threads(cfg.train.num_threads)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
-    digest = config_digest(cfg)
+    digest, code = config_digest(cfg), code_digest()
     latest = checkpoints.latest()
-    if resume == "auto" and latest is not None and _stale(checkpoints, latest, digest):
-        # A pipeline re-run after a params change (DVC): the old run is not continued.
-        console.print(f"{out_dir}: the checkpoints were written under another configuration; starting afresh")
+    why = _not_resumable(checkpoints, latest, digest, code, cfg.train.iterations) if resume == "auto" else None
+    if why is not None:
+        # A pipeline re-run (DVC) after a change of params or code, or of a finished run
+        # whose outputs DVC wants again: the old run is not continued.
+        console.print(f"{out_dir}: {why}; starting afresh", soft_wrap=True)
         for name in ("checkpoints", "policy-init", "best"):
             shutil.rmtree(out_dir / name, ignore_errors=True)
         for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
@@ -206,7 +218,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 logger.log_metrics(state.iteration, metrics)
                 over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations or over_budget:
-                    _save(checkpoints, engine, state, rng, torch_rng, digest)
+                    _save(checkpoints, engine, state, rng, torch_rng, digest, code)
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1
                 if stop_after is not None and done_here >= stop_after:
@@ -241,22 +253,35 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         raise
 
 
-def _stale(checkpoints: CheckpointManager, latest: Path, digest: str) -> bool:
-    """Whether ``latest`` was written under another configuration (a damaged one
-    is not judged here: loading it reports the damage)."""
+def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: str, code: str,
+                   iterations: int) -> str | None:
+    """Why ``--resume auto`` must not continue ``latest``, or None when it should: only
+    an unfinished run of the same configuration and the same code is continued (what
+    a crashed or killed stage leaves). A damaged checkpoint is not judged here:
+    loading it reports the damage."""
+    if latest is None:
+        return None
     try:
-        return checkpoints.verify(latest)["metadata"].get("config_digest") != digest
+        meta = checkpoints.verify(latest)
     except CheckpointError:
-        return False
+        return None
+    metadata = meta["metadata"]
+    if metadata.get("config_digest") != digest:
+        return "the checkpoints were written under another configuration"
+    if metadata.get("code_digest") != code:
+        return "the checkpoints were written by other code (mage_core changed)"
+    if int(meta["step"]) >= iterations:
+        return f"the run it holds is finished ({iterations} iterations)"
+    return None
 
 
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
-          digest: str) -> None:
+          digest: str, code: str) -> None:
     tensors, rest = pack_engine_state(engine.state_dict())
     checkpoints.save(state.iteration, tensors, {
         "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
         "best_score": state.best_score, "best_iteration": state.best_iteration,
-    }, {"config_digest": digest})
+    }, {"config_digest": digest, "code_digest": code})
 
 
 def _status(metrics: dict[str, float], game: str, k: int) -> str:

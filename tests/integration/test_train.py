@@ -159,3 +159,24 @@ def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_pat
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["params"]["train.learning_rate"] == 1e-4  # a new log, not an appended one
     assert [m["step"] for m in metrics[1:] if "final/eval/all/chips_ep3" not in m] == [1, 2, 3, 4]
+
+
+def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import mage_core.stages.train as train_stage
+
+    cfg = parse_config(PARAMS)
+    out = tmp_path / "run"
+    train(cfg, out, stop_after=2)
+    # Other code (mage_core changed, so DVC re-runs the stage): the unfinished run is not continued.
+    monkeypatch.setattr(train_stage, "code_digest", lambda: "another-version")
+    again = train(cfg, out, resume="auto")
+    assert "written by other code (mage_core changed); starting afresh" in capsys.readouterr().out
+    steps = [json.loads(line).get("step") for line in (out / "metrics.jsonl").read_text().splitlines()[1:]]
+    assert again["iterations"] == 4 and sorted(set(steps)) == [1, 2, 3, 4]  # trained from iteration 1
+    # The same code and configuration, but the run is finished (DVC wants its outputs again).
+    finished = train(cfg, out, resume="auto")
+    assert "the run it holds is finished (4 iterations); starting afresh" in capsys.readouterr().out
+    straight = train(cfg, tmp_path / "straight")
+    assert_same(final_weights(out), final_weights(tmp_path / "straight"))
+    assert finished["final_eval"] == again["final_eval"] == straight["final_eval"]
