@@ -23,6 +23,7 @@ COMMANDS = [
     ["report", "--help"],
     ["sweep", "--help"],
     ["ui", "--help"],
+    ["doctor", "--help"],
     ["kuhn", "--help"],
     ["kuhn", "analyze", "--help"],
 ]

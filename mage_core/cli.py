@@ -37,6 +37,7 @@ examples:
   mage sweep reward_design                   a paper ablation grid (sweep.grids in params.yaml)
   mage sweep --vary train.learning_rate=[0.001,0.0003] --vary algorithm.preset=[mage,lamer]
   mage ui                                    the MLflow UI on this project's runs
+  mage doctor --profile paper_kuhn_poker     check a GPU profile (Qwen3-4B) before launching it
 """
 
 
@@ -99,6 +100,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     return run(args.params, grid=args.grid, vary=args.vary, name=args.name, profile=args.profile,
                overrides=args.overrides, max_concurrent=args.max_concurrent, ray=args.ray, dry_run=args.dry_run)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from mage_core.stages.doctor import run
+
+    return run(args.params, profile=args.profile, overrides=args.overrides)
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
@@ -221,6 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="validate and list the points, run nothing")
     p.set_defaults(func=_cmd_sweep)
 
+    p = sub.add_parser("doctor", help="check a profile before launch: backends, GPUs, model folder, memory",
+                       description=(
+        "Check params.yaml (or a profile of reproduce.profiles) before a launch: the backends it names are "
+        "installed and built, the GPUs torch sees and their memory against backend.gpus, the model folder "
+        "(config.json readable, weights, tokenizer), and an estimate of the memory per GPU of a training step "
+        "(weights, gradients, optimizer state under backend.zero_stage, reference policy, activations, logits) "
+        "and of the rollout KV cache. Every problem is printed with its fix; exit 1 when there is one."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--profile", metavar="NAME", help="check this profile of reproduce.profiles, e.g. paper_kuhn_poker")
+    p.set_defaults(func=_cmd_doctor)
+
     p = sub.add_parser("ui", help="the MLflow UI on this project's tracking store (127.0.0.1)", description=(
         "Start the MLflow UI on MLFLOW_TRACKING_URI, or else this project's embedded store (mlflow.db), "
         "listening on 127.0.0.1 only. Runs until Ctrl-C."), formatter_class=fmt)
@@ -280,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
 
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
-                 ContractError: "data contract broken"}
+                 ContractError: "data contract broken", NotImplementedError: "not built yet"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         if kind is None:
             raise

@@ -28,6 +28,7 @@ from mage_core.schema import NonNegativeFloat, PositiveInt, Probability, Strict
 from mage_core.trainers.presets import PRESET_POPULATIONS
 from mage_core.trainers.settings import (
     AlgorithmConfig,
+    BackendConfig,
     EvaluationConfig,
     ModelConfig,
     PolicyConfig,
@@ -364,6 +365,7 @@ class Config(Strict):
     rollout: RolloutConfig = RolloutConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     train: TrainConfig = TrainConfig()
+    backend: BackendConfig = BackendConfig()
     evaluation: EvaluationSection = EvaluationSection()
     tracking: TrackingConfig = TrackingConfig()
     reproduce: ReproduceConfig = ReproduceConfig()

@@ -79,6 +79,9 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     import pandas as pd
     import torch
 
+    from mage_core.backends import require_built
+
+    require_built(cfg.backend.generator)
     from mage_core.backends.hf import HFGenerator
     from mage_core.policy.model import load_policy
     from mage_core.stages.train import make_codec

@@ -136,6 +136,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     "auto" continues it when the configuration matches and starts afresh
     otherwise (a pipeline stage re-run). ``stop_after`` ends the process's work
     after that many iterations of this call (tests use it to interrupt a run)."""
+    from mage_core.backends import require_built
+
+    require_built(cfg.backend.generator, cfg.backend.engine)  # before anything is written
     from mage_core.backends.hf import HFGenerator
     from mage_core.backends.torch_engine import TorchEngine
     from mage_core.policy.model import save_policy

@@ -125,6 +125,31 @@ class TrainConfig(Strict):
     output_dir: str = "artifacts/train"
 
 
+class BackendConfig(Strict):
+    """Where rollouts and updates run (DESIGN.md "Backends behind Protocols"). The
+    CPU default: HF generation and the plain torch engine. The GPU backends
+    (vLLM rollouts, DeepSpeed ZeRO training) are named here so a profile can
+    describe a paper-scale run and ``mage doctor`` can check it; training with
+    them raises until they are built (issue 5)."""
+
+    generator: Literal["hf", "vllm"] = "hf"
+    engine: Literal["torch", "deepspeed"] = "torch"
+    gpus: NonNegativeInt = 0
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    precision: Literal["fp32", "bf16"] = "fp32"
+    offload_optimizer: bool = False
+    micro_batch_size: PositiveInt = 8
+    gradient_checkpointing: bool = False
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "BackendConfig":
+        if self.offload_optimizer and self.engine != "deepspeed":
+            raise ValueError("offload_optimizer: needs engine 'deepspeed' (the torch engine keeps its optimizer "
+                             "where the model is)")
+        return self
+
+
 class EvaluationConfig(Strict):
     """A fixed evaluation set: the same meta-episodes every time (METHOD.md section 8)."""
 

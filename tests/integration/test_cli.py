@@ -22,7 +22,7 @@ def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("argv", [["--help"], ["tournament", "--help"], ["kuhn", "analyze", "--help"],
                                   ["validate", "--help"], ["train", "--help"], ["evaluate", "--help"],
                                   ["reproduce", "--help"], ["report", "--help"], ["sweep", "--help"],
-                                  ["ui", "--help"]])
+                                  ["ui", "--help"], ["doctor", "--help"]])
 def test_help_imports_nothing_heavy(argv: list[str]) -> None:
     code = (
         "import sys\n"

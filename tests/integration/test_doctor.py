@@ -1,0 +1,85 @@
+"""`mage doctor` on this machine (no GPU, no vLLM, no DeepSpeed, no Qwen3-4B weights):
+the CPU default is ready to launch; the paper profile lists each problem with its fix;
+a model folder holding only Qwen3-4B's config.json gets the memory report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+QWEN3_4B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936,
+            "hidden_size": 2560, "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "head_dim": 128, "intermediate_size": 9728, "tie_word_embeddings": True,
+            "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000,
+            "torch_dtype": "bfloat16"}
+
+
+def doctor(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "COLUMNS": "200"}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "mage_core", "doctor", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copy2(ROOT / "params.yaml", tmp_path / "params.yaml")
+    return tmp_path
+
+
+def test_the_cpu_default_is_ready(project: Path) -> None:
+    done = doctor(project)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "backend.generator hf: transformers installed" in done.stdout
+    assert "model: the embedded tiny Qwen3" in done.stdout and done.stdout.rstrip().endswith("ready to launch")
+
+
+def test_the_paper_profile_here_lists_every_problem_with_its_fix(project: Path) -> None:
+    done = doctor(project, "--profile", "paper_kuhn_poker")
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+    assert "backend.generator vllm" in out and "backend.engine deepspeed" in out
+    assert "backend.gpus 8: torch sees 0 CUDA device(s)" in out
+    assert "model.path models/Qwen3-4B: no such folder" in out
+    assert "huggingface-cli download <hub id> --local-dir models/Qwen3-4B (Qwen3-4B: Qwen/Qwen3-4B)" in out
+    problems = [line for line in out.splitlines() if line.startswith("fix ")]
+    fixes = [line for line in out.splitlines() if line.lstrip().startswith("-> ")]
+    assert len(problems) == len(fixes) == 4 and out.rstrip().endswith("4 problem(s)")  # each with its fix
+
+
+def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> None:
+    folder = project / "models" / "Qwen3-4B"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(QWEN3_4B))
+    done = doctor(project, "--profile", "paper_kuhn_poker")
+    out = done.stdout
+    assert done.returncode == 1
+    assert "qwen3 config readable" in out
+    assert "no *.safetensors or *.bin weights" in out and "tokenizer missing" in out
+    assert "model: 4.022 B parameters" in out
+    # ZeRO-2 over 8 GPUs, bf16, micro-batch 8 x (4096 prompt + 4096 response) tokens, checkpointing.
+    assert "ZeRO stage 2, bf16, 8 device(s), micro-batch 8 x 8192 tokens" in out
+    # 2P bytes of bf16 weights (P = 4,022,468,096), 12P/8 of fp32 optimizer state (tests/unit/test_memory.py).
+    assert re.search(r"weights\s+7\.49 GiB", out) and re.search(r"optimizer\s+5\.62 GiB", out)
+    assert "training step: 93.7 GiB against an H100 80 GiB (no GPU visible here): does not fit" in out
+
+
+def test_training_with_a_backend_not_built_stops_before_writing(project: Path) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--set", "backend.engine=deepspeed",
+                           "--set", "tracking.mlflow=false", "--out", "run"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "not built yet: backend.engine: deepspeed: the DeepSpeed ZeRO engine is not built yet" in " ".join(
+        done.stderr.split())
+    assert not (project / "run").exists()
