@@ -100,8 +100,15 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
             break
         time.sleep(0.2)
     assert proc.poll() is None, f"the flow ended before it was killed:\n{(workspace / 'killed-flow.log').read_text()}"
+    import psutil
+
+    tree = psutil.Process(proc.pid).children(recursive=True)  # dvc repro, mage evaluate, the Prefect server
     os.killpg(proc.pid, signal.SIGKILL)  # mid-way through the next stage
     proc.wait()
+    # DVC frees the locks of a killed `dvc repro` once its PID is gone: wait until init has
+    # reaped the orphans (in this sandbox PID 1 reaps them with a delay; a zombie's PID exists).
+    _, alive = psutil.wait_procs(tree, timeout=60)
+    assert not alive, f"killed processes still present: {alive}"
     log.close()
     assert recorded, "the first evaluate stage never finished"
     resumed = reproduce(str(workspace))
