@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from mage_core.backends import NOT_BUILT
 from mage_core.backends.memory import GIB, ModelShape, kv_cache_sequences, training_memory
-from mage_core.config import Config, ConfigError, load_config, parse_config
+from mage_core.config import Config, load_config, parse_config
 
 #: What a profile is compared with when this machine has no GPU: the paper-scale target.
 REFERENCE_GPU = ("H100 80 GiB", 80 * GIB)

@@ -26,9 +26,6 @@ import itertools
 import json
 import os
 import re
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
