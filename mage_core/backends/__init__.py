@@ -17,21 +17,24 @@ GENERATORS = {
 #: train engine name -> (module, class). Implements ``base.TrainEngine``.
 ENGINES = {
     "torch": ("mage_core.backends.torch_engine", "TorchEngine"),
+    "deepspeed": ("mage_core.backends.deepspeed_engine", "DeepSpeedEngine"),
 }
 #: Backends params.yaml may name (``backend.generator`` / ``backend.engine``) that are
 #: not built yet: selecting one stops a stage before any work, with this reason.
 NOT_BUILT = {
     "vllm": "the vLLM generator (offline engine, weight sync from the train engine) is not built yet (issue 5)",
-    "deepspeed": "the DeepSpeed ZeRO engine is not built yet (issue 5)",
 }
 
 
-def require_built(generator: str, engine: str | None = None) -> None:
+def require_built(generator: str, engine: str | None = None, zero_stage: int | None = None) -> None:
     """Raise NotImplementedError, naming the params key, if a selected backend is not built."""
     for key, name in (("backend.generator", generator), ("backend.engine", engine)):
         if name in NOT_BUILT:
             raise NotImplementedError(f"{key}: {name}: {NOT_BUILT[name]}; use backend.generator: hf and "
                                       "backend.engine: torch, and see `mage doctor`")
+    if engine == "deepspeed" and zero_stage == 3:
+        raise NotImplementedError("backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine: "
+                                  "weight sync and checkpoints need whole weights on every rank; use zero_stage 2")
 
 
 def generator_class(name: str) -> Any:

@@ -466,7 +466,15 @@ class TorchEngine:
         if ref_logprobs is not None:
             sums["kl"] = 0.0
         self.optimizer.zero_grad(set_to_none=True)
-        for batch in micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes):
+        batches = list(micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes))
+        passes, scale = self._gradient_plan(len(batches), total)
+        for k in range(passes):
+            # A data-parallel rank with fewer micro-batches than another keeps step with
+            # it by running its first micro-batch again with weight 0: a real forward,
+            # so the gradients become ready in the same order on every rank (ZeRO
+            # buckets them in that order).
+            real = k < len(batches)
+            batch = batches[k] if real else batches[0]
             part = [samples[i] for i in batch]
             logps, entropies = evaluate_samples(self.model, part, with_entropy=True,
                                                 pack_prefixes=self.pack_prefixes)
@@ -477,7 +485,7 @@ class TorchEngine:
             adv = torch.cat([torch.full((num_tokens(samples[i]),), float(samples[i].advantage),
                                         device=device) for i in batch])  # [n_m]
             mask = torch.ones_like(logp)
-            share = logp.numel() / total  # this micro-batch's share of the token-mean
+            share = logp.numel() / total if real else 0.0  # this micro-batch's share of the token-mean
             pg_loss, clip_frac, approx_kl = ppo_clip_loss(logp, old, adv, mask, loss.clip_ratio)
             entropy_mean = masked_mean(entropy, mask)
             objective = pg_loss - loss.entropy_coef * entropy_mean
@@ -486,22 +494,39 @@ class TorchEngine:
                 kl_mean = masked_mean(kl_penalty(logp, ref, loss.kl_estimator), mask)
                 objective = objective + loss.kl_coef * kl_mean
                 sums["kl"] += share * kl_mean.item()
-            (objective * share).backward()
+            self._backward(objective * (share * scale), last=k == passes - 1)
             sums["loss"] += share * objective.item()
             sums["pg_loss"] += share * pg_loss.item()
             sums["entropy"] += share * entropy_mean.item()
             sums["clip_frac"] += share * clip_frac.item()
             sums["approx_kl"] += share * approx_kl.item()
+        grad_norm, applied = self._apply_update()
+        if applied:
+            self.num_steps += 1
+        else:  # as verl: a non-finite gradient would poison AdamW's moments
+            self.num_skipped_steps += 1
+        return {**sums, "grad_norm": grad_norm, "num_tokens": float(total), "skipped": float(not applied)}
+
+    def _gradient_plan(self, num_micro_batches: int, num_tokens: int) -> tuple[int, float]:
+        """(backward passes to run, factor on each micro-batch's loss). One process:
+        every micro-batch once, factor 1. Data-parallel engines agree on these
+        across ranks (the DeepSpeed engine)."""
+        return num_micro_batches, 1.0
+
+    def _backward(self, loss: torch.Tensor, last: bool) -> None:
+        """Accumulate one micro-batch's gradient (``last``: the mini-batch's final one)."""
+        loss.backward()
+
+    def _apply_update(self) -> tuple[float, bool]:
+        """Clip and apply the accumulated gradient; returns (norm before clipping, applied).
+        A non-finite norm skips the update; the gradient is cleared either way."""
         clip = self.max_grad_norm if self.max_grad_norm and self.max_grad_norm > 0 else math.inf
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, clip))
-        skipped = not math.isfinite(grad_norm)
-        if skipped:  # as verl: a non-finite gradient would poison AdamW's moments
-            self.num_skipped_steps += 1
-        else:
+        applied = math.isfinite(grad_norm)
+        if applied:
             self.optimizer.step()
-            self.num_steps += 1
         self.optimizer.zero_grad(set_to_none=True)
-        return {**sums, "grad_norm": grad_norm, "num_tokens": float(total), "skipped": float(skipped)}
+        return grad_norm, applied
 
     # -- state --------------------------------------------------------------------------------
 

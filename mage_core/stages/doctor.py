@@ -48,14 +48,17 @@ def check_backends(cfg: Config) -> list[Finding]:
     for role, name in (("generator", cfg.backend.generator), ("engine", cfg.backend.engine)):
         package = PACKAGES[name]
         if importlib.util.find_spec(package) is None:
-            extra = "pip install -e '.[gpu]' on a CUDA machine" if name in ("vllm", "deepspeed") else \
-                f"pip install {package}"
+            extra = {"vllm": "pip install -e '.[gpu]' on a CUDA machine",
+                     "deepspeed": "pip install -e '.[deepspeed]' (CPU or GPU)"}.get(name, f"pip install {package}")
             out.append(Finding(False, f"backend.{role} {name}: the package {package} is not installed", extra))
         elif name in NOT_BUILT:
             out.append(Finding(False, f"backend.{role} {name}: {NOT_BUILT[name]}",
                                f"use backend.{role}: {'hf' if role == 'generator' else 'torch'} until it lands"))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
+    if cfg.backend.engine == "deepspeed" and cfg.backend.zero_stage == 3:
+        out.append(Finding(False, "backend.zero_stage 3: sharded weights are not built in the DeepSpeed engine",
+                           "use backend.zero_stage 2 (and backend.offload_optimizer if memory is short)"))
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is None:
         out.append(Finding(False, "RAY_ADDRESS is set but ray is not installed", "pip install -e '.[pipeline]'"))
     return out

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -129,6 +130,23 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
     return 0
 
 
+def make_engine(cfg: Config, model: Any) -> Any:
+    """The TrainEngine that ``backend.engine`` names, with the ``train`` and ``backend`` settings."""
+    t, b = cfg.train, cfg.backend
+    common = dict(learning_rate=t.learning_rate, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+                  max_tokens_per_micro_batch=t.max_tokens_per_micro_batch,
+                  reference_model="copy" if t.kl_coef > 0 else None)
+    if b.engine == "deepspeed":
+        from mage_core.backends.deepspeed_engine import DeepSpeedEngine
+
+        return DeepSpeedEngine(model, **common, zero_stage=b.zero_stage, precision=b.precision,
+                               offload_optimizer=b.offload_optimizer, micro_batch_size=b.micro_batch_size,
+                               gradient_checkpointing=b.gradient_checkpointing)
+    from mage_core.backends.torch_engine import TorchEngine
+
+    return TorchEngine(model, **common)
+
+
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
           stop_after: int | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
@@ -138,9 +156,18 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     after that many iterations of this call (tests use it to interrupt a run)."""
     from mage_core.backends import require_built
 
-    require_built(cfg.backend.generator, cfg.backend.engine)  # before anything is written
+    require_built(cfg.backend.generator, cfg.backend.engine, cfg.backend.zero_stage)  # before anything is written
+    if cfg.backend.engine == "deepspeed":
+        from mage_core.backends.deepspeed_engine import import_deepspeed
+
+        import_deepspeed()  # a missing package fails now, with the install command
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise NotImplementedError(
+            "train: launched as one of several ranks (WORLD_SIZE > 1), which the train stage does not support "
+            "yet: every rank would play the same rollouts and write the same folder. The DeepSpeed engine itself "
+            "is data parallel (tests/integration/test_deepspeed_engine.py runs 2 ranks under torchrun); scale "
+            "rollouts with rollout.workers (Ray) and run the stage as one process")
     from mage_core.backends.hf import HFGenerator
-    from mage_core.backends.torch_engine import TorchEngine
     from mage_core.policy.model import save_policy
 
     import transformers
@@ -170,10 +197,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     tokenizer, model = build_policy(cfg, out_dir)
     t = cfg.train
-    engine = TorchEngine(model, learning_rate=t.learning_rate, weight_decay=t.weight_decay,
-                         max_grad_norm=t.max_grad_norm, max_tokens_per_micro_batch=t.max_tokens_per_micro_batch,
-                         reference_model="copy" if t.kl_coef > 0 else None)
     generator = HFGenerator(copy.deepcopy(model), pad_token_id=tokenizer.pad_token_id)
+    engine = make_engine(cfg, model)
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer))
     state = TrainState()
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1]))

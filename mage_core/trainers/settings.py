@@ -130,7 +130,7 @@ class BackendConfig(Strict):
     CPU default: HF generation and the plain torch engine. The GPU backends
     (vLLM rollouts, DeepSpeed ZeRO training) are named here so a profile can
     describe a paper-scale run and ``mage doctor`` can check it; training with
-    them raises until they are built (issue 5)."""
+    the vLLM generator raises until it is built (issue 5)."""
 
     generator: Literal["hf", "vllm"] = "hf"
     engine: Literal["torch", "deepspeed"] = "torch"
@@ -144,6 +144,8 @@ class BackendConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "BackendConfig":
+        if self.precision == "bf16" and self.engine != "deepspeed":
+            raise ValueError("precision: bf16 needs engine 'deepspeed' (the torch engine trains in fp32)")
         if self.offload_optimizer and self.engine != "deepspeed":
             raise ValueError("offload_optimizer: needs engine 'deepspeed' (the torch engine keeps its optimizer "
                              "where the model is)")
