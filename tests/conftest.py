@@ -21,3 +21,15 @@ def project_root() -> Path:
 def mage_cmd() -> list[str]:
     """The CLI as a subprocess command, in this interpreter's environment."""
     return [sys.executable, "-m", "mage_core"]
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for the module (request with ``pytest.mark.usefixtures``):
+    exact comparisons of float sums do not depend on the thread count."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -23,7 +23,7 @@ Samples come in two *action modes* (DESIGN.md "The embedded default"):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, Union, runtime_checkable
 
 import torch
 
@@ -60,14 +60,64 @@ class Generation:
     finished: bool  # ended on a stop token (False: hit max_new_tokens)
 
 
+#: What ``Generator.generate`` draws from: one generator for the whole batch, or one per prompt.
+RowGenerators = Union[torch.Generator, Sequence[torch.Generator]]
+
+
+def check_token_id(token: object, vocab_size: int, where: str) -> None:
+    """A token id must be a plain int in [0, vocab_size); ``where`` names the input."""
+    if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab_size:
+        raise ValueError(f"{where}: {token!r} is not a token id in [0, {vocab_size})")
+
+
+def check_prompts(prompts: Sequence[Sequence[int]], vocab_size: int) -> list[list[int]]:
+    """Prompts as lists of ints, checked: none empty, every id in the vocabulary."""
+    rows = []
+    for i, prompt in enumerate(prompts):
+        if len(prompt) == 0:
+            raise ValueError(f"prompts[{i}] is empty: every prompt needs at least one token")
+        row = [int(t) for t in prompt]
+        if min(row) < 0 or max(row) >= vocab_size:
+            raise ValueError(f"prompts[{i}] holds ids outside [0, {vocab_size})")
+        rows.append(row)
+    return rows
+
+
+def check_candidates(candidates: Sequence[Sequence[Sequence[int]]], num_prompts: int,
+                     vocab_size: int) -> list[list[list[int]]]:
+    """``Generator.score``'s candidates as lists of ints, checked: one list per
+    prompt, no empty candidate, every id in the vocabulary."""
+    if len(candidates) != num_prompts:
+        raise ValueError(f"score got {num_prompts} prompts but {len(candidates)} candidate lists")
+    out: list[list[list[int]]] = []
+    for i, options in enumerate(candidates):
+        checked = []
+        for j, candidate in enumerate(options):
+            candidate = [int(t) for t in candidate]
+            if not candidate:
+                raise ValueError(f"candidates[{i}][{j}] is empty: every candidate needs at least one token")
+            for token in candidate:
+                check_token_id(token, vocab_size, f"candidates[{i}][{j}]")
+            checked.append(candidate)
+        out.append(checked)
+    return out
+
+
 @runtime_checkable
 class Generator(Protocol):
     """Rollout-side model. Token ids in, token ids out; no text."""
 
     def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, generator: torch.Generator
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, generator: RowGenerators
     ) -> list[Generation]:
-        """Sample one response per prompt, all prompts in one batch (KV-cached)."""
+        """Sample one response per prompt, all prompts in one batch (KV-cached).
+
+        ``generator`` is one ``torch.Generator`` (every row draws from it, in
+        batch order: a row's sample depends on the rows before it) or a sequence
+        of them, one per prompt (row ``i`` draws only from ``generator[i]``, and
+        only while it is unfinished: its sample and the generator's state after
+        the call depend on nothing but its own prompt, so they are the same in
+        any batch, order or split; rollout workers rely on it)."""
         ...
 
     def score(

@@ -7,10 +7,12 @@ forward takes ``attention_mask``, ``position_ids``, ``past_key_values`` and
 - ``generate``: every prompt in one left-padded batch (attention mask, position
   ids counted from each row's first real token), then one KV-cached forward per
   new token. Our own sampling loop instead of ``model.generate``, so that all
-  randomness comes from the ``torch.Generator`` passed in, and so that each
-  token's log-probability is returned under the temperature-1 policy that PPO
-  optimizes (METHOD.md section 6), not under the tempered/filtered sampling
-  distribution.
+  randomness comes from the ``torch.Generator`` passed in (one for the batch,
+  or one per row: then each row draws only from its own, only while it is
+  unfinished, and its sample does not depend on the other rows), and so that
+  each token's log-probability is returned under the temperature-1 policy that
+  PPO optimizes (METHOD.md section 6), not under the tempered/filtered
+  sampling distribution.
 - ``score``: each prompt runs once. When every candidate is one token (the
   constrained action mode's common case) the answer is the last position's
   log-softmax. Otherwise the prompts' KV cache is expanded over the candidates
@@ -30,7 +32,14 @@ from typing import Mapping, Sequence
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from mage_core.backends.base import Generation, SamplingParams
+from mage_core.backends.base import (
+    Generation,
+    RowGenerators,
+    SamplingParams,
+    check_candidates,
+    check_prompts,
+    check_token_id,
+)
 
 
 class HFGenerator:
@@ -38,8 +47,9 @@ class HFGenerator:
 
     ``max_batch_size`` (optional) splits ``generate``/``score`` calls into
     batches of at most that many prompts, to bound memory on large models; the
-    default runs every prompt in one batch. Sampling draws from ``generator`` in
-    batch order, so a different split gives different (equally valid) samples.
+    default runs every prompt in one batch. With one ``torch.Generator`` sampling
+    draws from it in batch order, so a different split gives different (equally
+    valid) samples; with one generator per prompt the split does not matter.
     """
 
     def __init__(
@@ -64,21 +74,35 @@ class HFGenerator:
 
     @torch.no_grad()
     def generate(
-        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, generator: torch.Generator
+        self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, generator: RowGenerators
     ) -> list[Generation]:
-        """One response per prompt; see ``base.Generator.generate``."""
+        """One response per prompt; see ``base.Generator.generate``. ``generator``:
+        one ``torch.Generator`` for the batch, or a sequence of one per prompt."""
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generate needs a torch.Generator, got {type(generator).__name__}")
-        if sampling.temperature > 0 and generator.device.type != self.device.type:
-            raise ValueError(f"the torch.Generator lives on {generator.device}, the model on {self.device}")
+        per_row = not isinstance(generator, torch.Generator)
+        if per_row:
+            if isinstance(generator, (str, bytes)) or not isinstance(generator, Sequence):
+                raise TypeError("generate needs a torch.Generator or a sequence of one torch.Generator per "
+                                f"prompt, got {type(generator).__name__}")
+            generators: list[torch.Generator] = list(generator)
+            if len(generators) != len(prompts):
+                raise ValueError(f"generate got {len(prompts)} prompts but {len(generators)} generators")
+            for i, g in enumerate(generators):
+                if not isinstance(g, torch.Generator):
+                    raise TypeError(f"generator[{i}] is a {type(g).__name__}, not a torch.Generator")
+        else:
+            generators = [generator]  # type: ignore[list-item]
+        for g in generators:
+            if sampling.temperature > 0 and g.device.type != self.device.type:
+                raise ValueError(f"the torch.Generator lives on {g.device}, the model on {self.device}")
         for token in sampling.stop_token_ids:
             self._check_id(token, "stop_token_ids")
-        rows = self._check_prompts(prompts)
+        rows = [torch.tensor(row, dtype=torch.long) for row in check_prompts(prompts, self.vocab_size)]
         results: list[Generation] = []
         for start, stop in self._chunks(len(rows)):
-            results.extend(self._generate_batch(rows[start:stop], sampling, generator))
+            chunk_generator: RowGenerators = generators[start:stop] if per_row else generator
+            results.extend(self._generate_batch(rows[start:stop], sampling, chunk_generator))
         return results
 
     @torch.no_grad()
@@ -86,20 +110,8 @@ class HFGenerator:
         self, prompts: Sequence[Sequence[int]], candidates: Sequence[Sequence[Sequence[int]]]
     ) -> list[list[list[float]]]:
         """``out[i][j][t] = log p(candidates[i][j][t] | prompts[i] + candidates[i][j][:t])``."""
-        rows = self._check_prompts(prompts)
-        if len(candidates) != len(rows):
-            raise ValueError(f"score got {len(rows)} prompts but {len(candidates)} candidate lists")
-        cands: list[list[list[int]]] = []
-        for i, options in enumerate(candidates):
-            checked = []
-            for j, candidate in enumerate(options):
-                candidate = [int(t) for t in candidate]
-                if not candidate:
-                    raise ValueError(f"candidates[{i}][{j}] is empty: every candidate needs at least one token")
-                for token in candidate:
-                    self._check_id(token, f"candidates[{i}][{j}]")
-                checked.append(candidate)
-            cands.append(checked)
+        rows = [torch.tensor(row, dtype=torch.long) for row in check_prompts(prompts, self.vocab_size)]
+        cands = check_candidates(candidates, len(rows), self.vocab_size)
         results: list[list[list[float]]] = []
         for start, stop in self._chunks(len(rows)):
             results.extend(self._score_batch(rows[start:stop], cands[start:stop]))
@@ -131,19 +143,7 @@ class HFGenerator:
     # ----------------------------------------------------------------- helpers
 
     def _check_id(self, token: object, where: str) -> None:
-        if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < self.vocab_size:
-            raise ValueError(f"{where}: {token!r} is not a token id in [0, {self.vocab_size})")
-
-    def _check_prompts(self, prompts: Sequence[Sequence[int]]) -> list[torch.Tensor]:
-        rows = []
-        for i, prompt in enumerate(prompts):
-            if len(prompt) == 0:
-                raise ValueError(f"prompts[{i}] is empty: every prompt needs at least one token")
-            row = torch.as_tensor(list(prompt), dtype=torch.long)
-            if row.ndim != 1 or int(row.min()) < 0 or int(row.max()) >= self.vocab_size:
-                raise ValueError(f"prompts[{i}] holds ids outside [0, {self.vocab_size})")
-            rows.append(row)
-        return rows
+        check_token_id(token, self.vocab_size, where)
 
     def _chunks(self, n: int) -> list[tuple[int, int]]:
         size = self.max_batch_size or max(n, 1)
@@ -159,7 +159,7 @@ class HFGenerator:
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
     def _generate_batch(
-        self, rows: list[torch.Tensor], sampling: SamplingParams, generator: torch.Generator
+        self, rows: list[torch.Tensor], sampling: SamplingParams, generator: RowGenerators
     ) -> list[Generation]:
         if not rows:
             return []
@@ -172,7 +172,7 @@ class HFGenerator:
         done = torch.zeros(len(rows), dtype=torch.bool, device=self.device)
         tokens, logprobs, alive = [], [], []  # each a list of [B] per step
         for step in range(sampling.max_new_tokens):
-            token = _sample(logits, sampling, generator)  # [B]
+            token = _sample(logits, sampling, generator, ~done)  # [B]
             token = token.masked_fill(done, self.pad_token_id)  # finished rows are ignored
             tokens.append(token)
             logprobs.append(torch.log_softmax(logits, dim=-1).gather(1, token[:, None])[:, 0])  # T = 1
@@ -261,10 +261,21 @@ def _filtered_scores(logits: torch.Tensor, sampling: SamplingParams) -> torch.Te
     return scores
 
 
-def _sample(logits: torch.Tensor, sampling: SamplingParams, generator: torch.Generator) -> torch.Tensor:
+def _sample(logits: torch.Tensor, sampling: SamplingParams, generator: RowGenerators,
+            active: torch.Tensor | None = None) -> torch.Tensor:
     """Next token per row from ``logits`` [B, V] -> [B]: argmax at temperature 0,
-    else one draw from the filtered distribution with ``generator``."""
+    else one draw from the filtered distribution. One ``generator``: every row
+    draws from it, in batch order. One generator per row: only the ``active``
+    rows (bool [B]; default all) draw, each from its own generator, so a row's
+    draws never depend on how long the other rows of its batch run; inactive
+    rows get token 0 (the caller ignores them)."""
     if sampling.temperature == 0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(_filtered_scores(logits, sampling), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    if isinstance(generator, torch.Generator):
+        return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    tokens = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
+    rows = range(probs.shape[0]) if active is None else active.nonzero()[:, 0].tolist()
+    for i in rows:
+        tokens[i] = torch.multinomial(probs[i], 1, generator=generator[i])[0]
+    return tokens

@@ -101,6 +101,11 @@ class BehaviourStrategy:
             {key: to_fraction(p_bet[key]) for key in ALL_INFOSETS}
         )
 
+    def __reduce__(self) -> tuple:
+        # The read-only view does not pickle; rebuild from a plain dict (finished
+        # meta-episodes travel back from rollout workers with their env and opponent).
+        return (type(self), (self.name, dict(self.p_bet)))
+
     def probability_of_bet(self, infoset: str) -> Fraction:
         if infoset not in self.p_bet:
             raise ValueError(f"unknown information set {infoset!r}; valid ones: {', '.join(ALL_INFOSETS)}")

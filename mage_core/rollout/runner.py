@@ -5,6 +5,13 @@ constrained mode it scores the legal actions' token sequences and samples one
 from their softmax (temperature-scaled); in free mode it samples text. The
 stored log-probability is always the policy's at temperature 1, which is what
 PPO's ratio compares against.
+
+Randomness: every meta-episode draws its policy samples from its own
+``torch.Generator``, seeded from (the caller's generator, its index in the
+call) by ``meta_episode_seeds``. So a meta-episode's sampled path depends on
+neither the other meta-episodes of its batch nor how the batch is split:
+rollout workers that each play a contiguous share of the meta-episodes
+(``mage_core.rollout.pool``) return exactly what one process returns.
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
-from mage_core.backends.base import Generator, SamplingParams
+from mage_core.backends.base import Generator, RowGenerators, SamplingParams
 from mage_core.rollout.meta_episode import MetaEpisode, Request, Response
 
 
@@ -24,7 +32,17 @@ class PolicyActor:
         self.decode = decode
         self.sampling = sampling
 
-    def decide(self, requests: Sequence[Request], rng: torch.Generator) -> list[Response]:
+    def decide(self, requests: Sequence[Request], rng: RowGenerators) -> list[Response]:
+        """One response per request. ``rng``: one ``torch.Generator`` that every
+        request draws from in order (constrained ones first), or one per request
+        (request ``i`` draws only from ``rng[i]``)."""
+        per_request = not isinstance(rng, torch.Generator)
+        if per_request and len(rng) != len(requests):  # type: ignore[arg-type]
+            raise ValueError(f"decide got {len(requests)} requests but {len(rng)} generators")  # type: ignore[arg-type]
+
+        def rng_of(i: int) -> torch.Generator:
+            return rng[i] if per_request else rng  # type: ignore[index,return-value]
+
         responses: list[Response | None] = [None] * len(requests)
         constrained = [i for i, r in enumerate(requests) if r.candidate_ids is not None]
         free = [i for i, r in enumerate(requests) if r.candidate_ids is None]
@@ -33,13 +51,14 @@ class PolicyActor:
                                           [requests[i].candidate_ids for i in constrained])  # type: ignore[misc]
             for i, per_candidate in zip(constrained, scores):
                 totals = torch.tensor([sum(tokens) for tokens in per_candidate], dtype=torch.float64)
-                choice = self._choose(totals, rng)
+                choice = self._choose(totals, rng_of(i))
                 logprob = float(torch.log_softmax(totals, 0)[choice])
                 texts = requests[i].candidate_texts
                 assert texts is not None
                 responses[i] = Response(texts[choice], logprob, choice=choice)
         if free:
-            generations = self.generator.generate([requests[i].prompt_ids for i in free], self.sampling, rng)
+            generators: RowGenerators = [rng_of(i) for i in free] if per_request else rng  # type: ignore[assignment]
+            generations = self.generator.generate([requests[i].prompt_ids for i in free], self.sampling, generators)
             for i, g in zip(free, generations):
                 responses[i] = Response(self.decode(g.token_ids), math.fsum(g.logprobs), token_ids=g.token_ids)
         assert all(r is not None for r in responses)
@@ -54,20 +73,69 @@ class PolicyActor:
         return int(torch.multinomial(probs.float(), 1, generator=rng))
 
 
+def meta_episode_seeds(rng: torch.Generator, count: int) -> list[int]:
+    """One seed per meta-episode of a call, from ONE draw of ``rng`` (so the
+    caller's generator advances by the same amount whatever ``count`` is, and a
+    checkpoint of it fixes every seed of the next call).
+
+    Seed ``i`` hashes (that draw, ``i``) through ``np.random.SeedSequence``.
+    torch's CPU generator (mt19937) keeps only the low 32 bits of a seed, so the
+    seeds are 32-bit and made distinct within the call (a collision, chance
+    ~count^2 / 2^33, re-hashes with an attempt counter), so no two meta-episodes
+    of a batch share a stream."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    base = int(torch.randint(0, 2**62, (1,), generator=rng, device=rng.device))
+    seeds: list[int] = []
+    taken: set[int] = set()
+    for index in range(count):
+        attempt = 0
+        while True:
+            key = [base, index] if attempt == 0 else [base, index, attempt]
+            seed = int(np.random.SeedSequence(key).generate_state(1, dtype=np.uint32)[0])
+            if seed not in taken:
+                break
+            attempt += 1
+        taken.add(seed)
+        seeds.append(seed)
+    return seeds
+
+
+def seeded_generators(seeds: Sequence[int], device: str | torch.device = "cpu") -> list[torch.Generator]:
+    """One ``torch.Generator`` per seed, on ``device``."""
+    return [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+
 def run_meta_episodes(
     metas: Sequence[MetaEpisode],
     actor: PolicyActor,
     rng: torch.Generator,
     on_turn: Callable[[int], None] | None = None,
 ) -> None:
-    """Drive every meta-episode to its end, one batched policy call per turn."""
+    """Drive every meta-episode to its end, one batched policy call per turn.
+    Meta-episode ``i`` samples from its own generator, seeded with
+    ``meta_episode_seeds(rng, len(metas))[i]``."""
+    seeds = meta_episode_seeds(rng, len(metas))
+    run_seeded_meta_episodes(metas, actor, seeded_generators(seeds, rng.device), on_turn)
+
+
+def run_seeded_meta_episodes(
+    metas: Sequence[MetaEpisode],
+    actor: PolicyActor,
+    generators: Sequence[torch.Generator],
+    on_turn: Callable[[int], None] | None = None,
+) -> None:
+    """``run_meta_episodes`` with the meta-episodes' own generators given
+    (``generators[i]`` for ``metas[i]``): what a rollout worker runs on its share."""
+    if len(generators) != len(metas):
+        raise ValueError(f"{len(metas)} meta-episodes but {len(generators)} generators")
     while True:
-        active = [m for m in metas if not m.done]
+        active = [i for i, m in enumerate(metas) if not m.done]
         if not active:
             return
-        requests = [m.request() for m in active]
-        responses = actor.decide(requests, rng)
-        for meta, request, response in zip(active, requests, responses):
-            meta.apply(request, response)
+        requests = [metas[i].request() for i in active]
+        responses = actor.decide(requests, [generators[i] for i in active])
+        for i, request, response in zip(active, requests, responses):
+            metas[i].apply(request, response)
         if on_turn is not None:
             on_turn(len(active))

@@ -103,20 +103,21 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     samples: list[str] = []
-    for suite in suites:
-        started = time.perf_counter()
-        with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):
-            metas = trainer.run_suite(suite, n)
-        samples.append(f"# ===== suite {suite.name}\n" + transcripts(metas, trainer.codec.decode))
-        suite_rows = trial_rows(metas, suite.name, unit_scale)
-        rows += suite_rows
-        summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
-        if game == "kuhn_poker":
-            summary.update(kuhn_exploitation(cfg, suite, summary, k))
-        metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
-        headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
-        console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "
-                      f"{headline:+.4f} ({len(metas)} meta-episodes, {time.perf_counter() - started:.1f} s)")
+    with trainer:  # closes the Ray rollout workers (rollout.workers > 0) at the end
+        for suite in suites:
+            started = time.perf_counter()
+            with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):
+                metas = trainer.run_suite(suite, n)
+            samples.append(f"# ===== suite {suite.name}\n" + transcripts(metas, trainer.codec.decode))
+            suite_rows = trial_rows(metas, suite.name, unit_scale)
+            rows += suite_rows
+            summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
+            if game == "kuhn_poker":
+                summary.update(kuhn_exploitation(cfg, suite, summary, k))
+            metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
+            headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
+            console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "
+                          f"{headline:+.4f} ({len(metas)} meta-episodes, {time.perf_counter() - started:.1f} s)")
     frame = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     opponents = sorted({e.opponent for s in suites for e in s.entries} | {"none"})
     validate(frame, "trials", trial_rules(k, reward_bounds(cfg, game), opponents, [s.name for s in suites]))

@@ -49,11 +49,14 @@ console = Console()
 
 def config_digest(cfg: Config) -> str:
     """What must match for a checkpoint to be resumed: everything but the
-    run-length and bookkeeping knobs."""
+    run-length and bookkeeping knobs, and where rollouts run (in-process or on
+    Ray workers: the same meta-episodes either way)."""
     data = cfg.model_dump(mode="json")
     for key in ("iterations", "time_budget_minutes", "checkpoint_every", "keep_checkpoints", "eval_every",
                 "output_dir"):
         data["train"].pop(key, None)
+    for key in ("workers", "ray_address"):
+        data["rollout"].pop(key, None)
     data.pop("tournament", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -208,7 +211,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         engine.load_state_dict(unpack_engine_state(tensors, saved["engine"]))
         restore_rng(saved["rng"], numpy=rng, torch_generator=torch_rng)
         state = TrainState(iteration=step, best_score=saved["best_score"], best_iteration=saved["best_iteration"])
-        generator.load_policy_state(engine.policy_state_dict())
+        trainer.load_policy_state(engine.policy_state_dict())
         console.print(f"resumed from {latest} at iteration {step}")
     mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
                                   run_name=f"train {cfg.env.name} {cfg.algorithm.preset}")
@@ -279,6 +282,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     except BaseException as err:
         logger.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
+    finally:
+        trainer.close()  # the Ray rollout workers, if any
 
 
 def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: str, code: str,

@@ -6,6 +6,12 @@ section 5), roll them out in batches, turn them into samples with MAGE's
 returns and advantages, run PPO epochs over mini-batches, and sync the new
 weights into the generator. Evaluation runs on a fixed set; checkpoints carry
 everything a resumed run needs to continue exactly as an uninterrupted one.
+
+Rollouts (training and evaluation) run in this process, or with
+``rollout.workers`` > 0 on a pool of Ray actors (built on first use, synced
+after every update, closed by ``close()``); both give the same meta-episodes,
+as every meta-episode samples from its own generator seeded from
+(``torch_rng`` or the suite's seed, its index): ``runner.meta_episode_seeds``.
 """
 
 from __future__ import annotations
@@ -14,20 +20,19 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from mage_core.backends.base import Generator, LossSettings, SamplingParams, TrainEngine
 from mage_core.config import Config
-from mage_core.envs.registry import make_env
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
 from mage_core.evaluation.suites import Suite, suite_seed, suites_for
 from mage_core.opponents.population import Population
-from mage_core.opponents.registry import make_opponent
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
-from mage_core.rollout.runner import PolicyActor, run_meta_episodes
+from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
+from mage_core.rollout.runner import PolicyActor, meta_episode_seeds, run_meta_episodes
 from mage_core.trainers.batch import AdvantageSettings, build_samples
 
 
@@ -98,6 +103,40 @@ class MetaRLTrainer:
                            if self.game != "sokoban" else None)
         self._opponents: dict[str, Any] = {}
         self._env_settings = getattr(cfg.env, self.game).settings()
+        self._pool: RolloutPool | None = None  # Ray rollout workers, built on first use (rollout.workers > 0)
+
+    # -- rollout workers ---------------------------------------------------------------------------
+
+    def pool(self) -> RolloutPool | None:
+        """The rollout workers (None with ``rollout.workers: 0``), started on first call."""
+        if self.cfg.rollout.workers == 0:
+            return None
+        if self._pool is None:
+            from mage_core.backends.ray_rollout import RayRolloutPool
+
+            self._pool = RayRolloutPool(
+                self.cfg.rollout.workers, self.generator, self.codec, self.game,  # type: ignore[arg-type]
+                self.cfg.opponents.settings(), address=self.cfg.rollout.ray_address,
+                cpus_per_worker=self.cfg.train.num_threads)
+        return self._pool
+
+    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Weight sync into the generator and, when running, the rollout workers."""
+        self.generator.load_policy_state(state)
+        if self._pool is not None:
+            self._pool.load_policy_state(state)
+
+    def close(self) -> None:
+        """Stop the rollout workers, if running (the next rollout would start them again)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> "MetaRLTrainer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- building meta-episodes -----------------------------------------------------------------
 
@@ -131,18 +170,22 @@ class MetaRLTrainer:
     def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings,
               env_settings: Any = None) -> list[MetaEpisode]:
         env_settings = env_settings if env_settings is not None else self._env_settings
-        metas = []
-        for spec in specs:
-            opponent = None
-            if spec.opponent is not None:
-                if spec.opponent not in self._opponents:
-                    self._opponents[spec.opponent] = make_opponent(self.game, spec.opponent,
-                                                                   self.cfg.opponents.settings())
-                opponent = self._opponents[spec.opponent]
-            env = make_env(self.game, env_settings, np.random.default_rng(spec.task_seed), opponent,
-                           spec.agent_seat)
-            metas.append(MetaEpisode(spec, env, settings, self.codec.encode_prompt, self.codec.encode_action))
-        return metas
+        return build_meta_episodes(self.game, specs, settings, env_settings, self.cfg.opponents.settings(),
+                                   self.codec.encode_prompt, self.codec.encode_action, self._opponents)
+
+    def rollout(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings, sampling: SamplingParams,
+                rng: torch.Generator, env_settings: Any = None) -> list[MetaEpisode]:
+        """Play ``specs`` to the end, in-process or on the rollout workers (same
+        result): meta-episode ``i`` samples from a generator seeded with
+        ``meta_episode_seeds(rng, len(specs))[i]``."""
+        pool = self.pool()
+        if pool is None:
+            metas = self.build(specs, settings, env_settings)
+            run_meta_episodes(metas, self.actor(sampling), rng)
+            return metas
+        seeds = meta_episode_seeds(rng, len(specs))
+        env_settings = env_settings if env_settings is not None else self._env_settings
+        return pool.run(RolloutJob(tuple(specs), settings, env_settings, sampling, tuple(seeds)))
 
     def actor(self, sampling: SamplingParams) -> PolicyActor:
         return PolicyActor(self.generator, self.codec.decode, sampling)
@@ -163,8 +206,7 @@ class MetaRLTrainer:
         entropy_coef = t.entropy_coef + (t.entropy_coef_final - t.entropy_coef) * fraction
         self.engine.set_learning_rate(lr)
 
-        metas = self.build(self.sample_specs(rng), self.train_settings)
-        run_meta_episodes(metas, self.actor(self.train_sampling()), torch_rng)
+        metas = self.rollout(self.sample_specs(rng), self.train_settings, self.train_sampling(), torch_rng)
         rollout_s = time.perf_counter() - started
 
         samples = build_samples(metas, self.advantage_settings)
@@ -186,7 +228,7 @@ class MetaRLTrainer:
                 step_metrics.append(self.engine.step(
                     [samples[i] for i in idx], [old[i] for i in idx],
                     [ref[i] for i in idx] if ref is not None else None, loss))
-        self.generator.load_policy_state(self.engine.policy_state_dict())
+        self.load_policy_state(self.engine.policy_state_dict())
 
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.train_settings.num_episodes, unit_scale, unit)
@@ -220,11 +262,9 @@ class MetaRLTrainer:
         seed = suite_seed(e.seed, suite.name)
         specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed)
         env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
-        metas = self.build(specs, self.eval_settings, env_settings)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
                                   max_new_tokens=self.cfg.policy.max_new_tokens)
-        run_meta_episodes(metas, self.actor(sampling), torch.Generator().manual_seed(seed))
-        return metas
+        return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
 
 
 def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:

@@ -3,9 +3,10 @@ algorithm, train and evaluation. Loaded through ``mage_core.config``."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Strict
 from mage_core.trainers.presets import PRESETS, preset_values
@@ -56,11 +57,26 @@ class PolicyConfig(Strict):
 
 
 class RolloutConfig(Strict):
-    """Meta-episodes (METHOD.md section 1)."""
+    """Meta-episodes (METHOD.md section 1), and where they are played: in the
+    stage's process (``workers: 0``) or on ``workers`` Ray actors, each with its
+    own copy of the policy (``mage_core.backends.ray_rollout``); the results are
+    the same either way (every meta-episode samples from its own seeded
+    generator)."""
 
     restart: Literal["same", "fresh"] = "fresh"
     early_stop: bool = False
     temperature: NonNegativeFloat = 1.0
+    workers: NonNegativeInt = 0
+    ray_address: Optional[Annotated[str, StringConstraints(min_length=1)]] = None
+
+    @field_validator("workers")
+    @classmethod
+    def _ray_installed(cls, v: int) -> int:
+        # find_spec looks the package up without importing it (ray lives in backends/ only).
+        if v > 0 and importlib.util.find_spec("ray") is None:
+            raise ValueError(f"{v} Ray workers need Ray, which is not installed: pip install -e '.[pipeline]' "
+                             "(or set rollout.workers: 0 to roll out in this process)")
+        return v
 
 
 class AlgorithmConfig(Strict):

@@ -19,19 +19,21 @@ from mage_core.backends import generator_class
 from mage_core.backends.base import Generator, SamplingParams
 from mage_core.backends.hf import HFGenerator, _filtered_scores, _sample
 from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3
+from tests.generatorcases import (
+    BOS,
+    EOS,
+    PAD,
+    PROMPTS,
+    check_a_stop_token_on_the_last_step_counts_as_finished,
+    check_stop_tokens_end_rows_and_the_rest_go_on,
+    ref_greedy,
+    ref_logprobs,
+)
+from tests.generatorcases import max_diff as _max_diff
 
-pytestmark = pytest.mark.equivalence
+pytestmark = [pytest.mark.equivalence, pytest.mark.usefixtures("one_thread")]
 
-VOCAB, PAD, BOS, EOS = 48, 0, 2, 3
-PROMPTS = [[BOS, 5, 9, 11, 7, 30, 31, 12, 40, 8, 17, 6], [BOS, 20], [BOS, 21, 22, 23, 24, 25], [BOS]]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+VOCAB = 48
 
 
 def _model(seed: int, tied: bool = False):
@@ -54,28 +56,6 @@ def model():
 @pytest.fixture
 def gen(model) -> HFGenerator:
     return HFGenerator(model, pad_token_id=PAD)
-
-
-@torch.no_grad()
-def ref_logprobs(model, prompt: list[int], continuation: list[int]) -> list[float]:
-    """log p(continuation[t] | prompt + continuation[:t]) from one full, unpadded forward."""
-    logits = model(input_ids=torch.tensor([prompt + continuation])).logits[0].double()
-    logp = torch.log_softmax(logits, dim=-1)
-    return [logp[len(prompt) - 1 + t, token].item() for t, token in enumerate(continuation)]
-
-
-@torch.no_grad()
-def ref_greedy(model, prompt: list[int], num_tokens: int) -> list[int]:
-    """Argmax chain, recomputing the whole sequence at every step."""
-    seq = list(prompt)
-    for _ in range(num_tokens):
-        seq.append(int(model(input_ids=torch.tensor([seq])).logits[0, -1].argmax()))
-    return seq[len(prompt):]
-
-
-def _max_diff(a: list[float], b: list[float]) -> float:
-    assert len(a) == len(b)
-    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)
 
 
 # -- score ---------------------------------------------------------------------
@@ -159,6 +139,73 @@ def test_same_seed_same_samples_other_seed_other_samples(gen) -> None:
     assert [g.token_ids for g in a] != [g.token_ids for g in c]
 
 
+# -- one generator per row ---------------------------------------------------------
+
+
+def _row_generators(seeds: list[int]) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(s) for s in seeds]
+
+
+def _stops(gen, sampling: SamplingParams) -> tuple[int, ...]:
+    """Stop tokens that end the rows of PROMPTS at different lengths (so that
+    rows finish while others go on: a finished row must stop drawing)."""
+    free = gen.generate(PROMPTS, sampling, _row_generators([1, 2, 3, 4]))
+    return tuple(sorted({g.token_ids[2] for g in free[:2]} | {g.token_ids[5] for g in free[2:]}))
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [SamplingParams(temperature=1.0, max_new_tokens=10), SamplingParams(temperature=0.7, top_p=0.8, top_k=20,
+                                                                         max_new_tokens=10)],
+    ids=["t1", "eval"],
+)
+def test_a_rows_sample_with_its_own_generator_ignores_the_other_rows(gen, sampling) -> None:
+    sampling = SamplingParams(**{**sampling.__dict__, "stop_token_ids": _stops(gen, sampling)})
+    seeds = [11, 12, 13, 14]
+    batch = gen.generate(PROMPTS, sampling, _row_generators(seeds))
+    assert len({len(g.token_ids) for g in batch}) > 1, "rows should finish at different steps"
+    assert any(g.finished for g in batch)
+    order = [2, 0, 3, 1]
+    reordered = gen.generate([PROMPTS[i] for i in order], sampling, _row_generators([seeds[i] for i in order]))
+    chunked = HFGenerator(gen.model, PAD, max_batch_size=3).generate(PROMPTS, sampling, _row_generators(seeds))
+    pair = gen.generate(PROMPTS[1:3], sampling, _row_generators(seeds[1:3]))
+    for i, (prompt, seed, b) in enumerate(zip(PROMPTS, seeds, batch)):
+        alone_generator = torch.Generator().manual_seed(seed)
+        alone = gen.generate([prompt], sampling, [alone_generator])[0]
+        others = [reordered[order.index(i)], chunked[i]] + ([pair[i - 1]] if i in (1, 2) else [])
+        for other in [alone, *others]:
+            assert other.token_ids == b.token_ids and other.finished == b.finished
+            assert _max_diff(other.logprobs, b.logprobs) < 1e-5
+        # ... and it draws the same amount: the row's generator ends in the same state.
+        batch_generator = torch.Generator().manual_seed(seed)
+        rows = list(PROMPTS)
+        generators = _row_generators(seeds)
+        generators[i] = batch_generator
+        gen.generate(rows, sampling, generators)
+        assert torch.equal(batch_generator.get_state(), alone_generator.get_state())
+
+
+def test_per_row_generators_give_the_temperature_one_logprobs_and_greedy_needs_no_draws(gen, model) -> None:
+    out = gen.generate(PROMPTS, SamplingParams(max_new_tokens=6), _row_generators([5, 6, 7, 8]))
+    for prompt, g in zip(PROMPTS, out):
+        assert _max_diff(g.logprobs, ref_logprobs(model, prompt, g.token_ids)) < 1e-4
+    generators = _row_generators([5, 6, 7, 8])
+    states = [g.get_state() for g in generators]
+    greedy = gen.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=6), generators)
+    assert all(torch.equal(g.get_state(), s) for g, s in zip(generators, states))
+    for prompt, g in zip(PROMPTS, greedy):
+        assert g.token_ids == ref_greedy(model, prompt, 6)
+
+
+def test_per_row_generator_errors(gen) -> None:
+    sampling = SamplingParams(max_new_tokens=2)
+    with pytest.raises(ValueError, match="2 prompts but 1 generators"):
+        gen.generate([[BOS], [BOS]], sampling, [torch.Generator()])
+    with pytest.raises(TypeError, match=r"generator\[1\] is a int"):
+        gen.generate([[BOS], [BOS]], sampling, [torch.Generator(), 3])  # type: ignore[list-item]
+    assert gen.generate([], sampling, []) == []
+
+
 def test_generation_does_not_touch_the_global_rng(gen) -> None:
     torch.manual_seed(0)
     expected = torch.rand(2)
@@ -187,34 +234,12 @@ def test_batch_result_equals_per_prompt_results(gen) -> None:
         assert _max_diff(b.logprobs, alone.logprobs) < 1e-5 and _max_diff(b.logprobs, c.logprobs) < 1e-5
 
 
-def test_stop_tokens_end_rows_and_the_rest_go_on(gen, model) -> None:
-    free = gen.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=8), torch.Generator())
-    stop = free[0].token_ids[2]  # row 0 stops at its third token (or earlier if it occurs earlier)
-    stopped = gen.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=8, stop_token_ids=(stop,)),
-                           torch.Generator())
-    for f, s in zip(free, stopped):
-        if stop in f.token_ids:
-            n = f.token_ids.index(stop) + 1
-            assert s.token_ids == f.token_ids[:n] and s.finished and s.token_ids[-1] == stop
-            assert s.logprobs == pytest.approx(f.logprobs[:n], abs=1e-5)
-        else:
-            assert s.token_ids == f.token_ids and not s.finished
-    assert len(stopped[0].token_ids) <= 3
-    # Every row stops on its first token: one step, nothing padded in.
-    firsts = tuple({g.token_ids[0] for g in free})
-    once = gen.generate(PROMPTS, SamplingParams(temperature=0.0, max_new_tokens=8, stop_token_ids=firsts),
-                        torch.Generator())
-    assert [g.token_ids for g in once] == [[g.token_ids[0]] for g in free]
-    assert all(g.finished for g in once)
+def test_stop_tokens_end_rows_and_the_rest_go_on(gen) -> None:
+    check_stop_tokens_end_rows_and_the_rest_go_on(gen)
 
 
 def test_a_stop_token_on_the_last_step_counts_as_finished(gen) -> None:
-    free = gen.generate([PROMPTS[2]], SamplingParams(temperature=0.0, max_new_tokens=3), torch.Generator())[0]
-    last = free.token_ids[-1]
-    assert last not in free.token_ids[:-1]  # else the test would stop earlier
-    out = gen.generate([PROMPTS[2]], SamplingParams(temperature=0.0, max_new_tokens=3, stop_token_ids=(last,)),
-                       torch.Generator())[0]
-    assert out.token_ids == free.token_ids and out.finished
+    check_a_stop_token_on_the_last_step_counts_as_finished(gen)
 
 
 def test_generate_errors(gen) -> None:
