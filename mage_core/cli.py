@@ -294,12 +294,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_config_error(err)
         return EXIT_BAD_INPUT
     except Exception as err:
+        from mage_core.backends import BackendUnavailable
         from mage_core.evaluation.contracts import ContractError
         from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
 
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
-                 ContractError: "data contract broken", NotImplementedError: "not built yet"}
+                 ContractError: "data contract broken", NotImplementedError: "not built yet",
+                 BackendUnavailable: "backend unavailable"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         if kind is None:
             raise

@@ -8,30 +8,39 @@ costs nothing beyond torch.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 #: generator backend name -> (module, class). Implements ``base.Generator``.
 GENERATORS = {
     "hf": ("mage_core.backends.hf", "HFGenerator"),
+    "vllm": ("mage_core.backends.vllm_generator", "VLLMGenerator"),
 }
 #: train engine name -> (module, class). Implements ``base.TrainEngine``.
 ENGINES = {
     "torch": ("mage_core.backends.torch_engine", "TorchEngine"),
     "deepspeed": ("mage_core.backends.deepspeed_engine", "DeepSpeedEngine"),
 }
-#: Backends params.yaml may name (``backend.generator`` / ``backend.engine``) that are
-#: not built yet: selecting one stops a stage before any work, with this reason.
-NOT_BUILT = {
-    "vllm": "the vLLM generator (offline engine, weight sync from the train engine) is not built yet (issue 5)",
+#: backend name -> the package it needs, and how to install it.
+PACKAGES = {"hf": "transformers", "torch": "torch", "vllm": "vllm", "deepspeed": "deepspeed"}
+INSTALL = {
+    "vllm": "pip install -e '.[gpu]' on a CUDA machine (on a CPU, the test environment: make vllm-env)",
+    "deepspeed": "pip install -e '.[deepspeed]' (CPU or GPU)",
 }
 
 
+class BackendUnavailable(ImportError):
+    """A selected backend's package is not installed here (the message says how to install it)."""
+
+
 def require_built(generator: str, engine: str | None = None, zero_stage: int | None = None) -> None:
-    """Raise NotImplementedError, naming the params key, if a selected backend is not built."""
+    """Stop before any work, naming the params key, if a selected backend's package
+    is missing (BackendUnavailable, with the install command) or a setting is not built
+    (NotImplementedError). Looks packages up without importing them."""
     for key, name in (("backend.generator", generator), ("backend.engine", engine)):
-        if name in NOT_BUILT:
-            raise NotImplementedError(f"{key}: {name}: {NOT_BUILT[name]}; use backend.generator: hf and "
-                                      "backend.engine: torch, and see `mage doctor`")
+        if name is not None and importlib.util.find_spec(PACKAGES[name]) is None:
+            raise BackendUnavailable(f"{key}: {name} needs the package {PACKAGES[name]}, which is not installed in this "
+                              f"environment: {INSTALL.get(name, 'pip install ' + PACKAGES[name])}")
     if engine == "deepspeed" and zero_stage == 3:
         raise NotImplementedError("backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine: "
                                   "weight sync and checkpoints need whole weights on every rank; use zero_stage 2")

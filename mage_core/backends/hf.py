@@ -93,9 +93,6 @@ class HFGenerator:
                     raise TypeError(f"generator[{i}] is a {type(g).__name__}, not a torch.Generator")
         else:
             generators = [generator]  # type: ignore[list-item]
-        for g in generators:
-            if sampling.temperature > 0 and g.device.type != self.device.type:
-                raise ValueError(f"the torch.Generator lives on {g.device}, the model on {self.device}")
         for token in sampling.stop_token_ids:
             self._check_id(token, "stop_token_ids")
         rows = [torch.tensor(row, dtype=torch.long) for row in check_prompts(prompts, self.vocab_size)]
@@ -268,14 +265,17 @@ def _sample(logits: torch.Tensor, sampling: SamplingParams, generator: RowGenera
     draws from it, in batch order. One generator per row: only the ``active``
     rows (bool [B]; default all) draw, each from its own generator, so a row's
     draws never depend on how long the other rows of its batch run; inactive
-    rows get token 0 (the caller ignores them)."""
+    rows get token 0 (the caller ignores them). The draws happen where the
+    generators live (a CPU generator with a model on a GPU: the probabilities
+    are copied to the CPU), so a seed gives the same stream on any device."""
     if sampling.temperature == 0:
         return logits.argmax(dim=-1)
     probs = torch.softmax(_filtered_scores(logits, sampling), dim=-1)
     if isinstance(generator, torch.Generator):
-        return torch.multinomial(probs, 1, generator=generator)[:, 0]
+        return torch.multinomial(probs.to(generator.device), 1, generator=generator)[:, 0].to(probs.device)
     tokens = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
     rows = range(probs.shape[0]) if active is None else active.nonzero()[:, 0].tolist()
     for i in rows:
-        tokens[i] = torch.multinomial(probs[i], 1, generator=generator[i])[0]
+        g = generator[i]
+        tokens[i] = torch.multinomial(probs[i].to(g.device), 1, generator=g)[0]
     return tokens

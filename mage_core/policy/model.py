@@ -127,6 +127,15 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     return target
 
 
+def load_tokenizer(directory: str | os.PathLike[str]) -> Any:
+    """The tokenizer saved in a policy folder (``ValueError`` naming the folder if it cannot be read)."""
+    path = Path(directory)
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as error:
+        raise ValueError(f"cannot load the tokenizer in {path}: {error}") from error
+
+
 def load_policy(
     directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
 ) -> tuple[PreTrainedModel, Any]:
@@ -160,10 +169,7 @@ def load_policy(
             problems.append(f"{kind.replace('_', ' ')}: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}")
     if problems:
         raise ValueError(f"the weights in {path} do not fit its config.json ({'; '.join(problems)})")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as error:
-        raise ValueError(f"cannot load the tokenizer in {path}: {error}") from error
+    tokenizer = load_tokenizer(path)
     vocab_size = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > vocab_size:
         raise ValueError(

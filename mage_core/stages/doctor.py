@@ -27,13 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mage_core.backends import NOT_BUILT
+from mage_core.backends import INSTALL, PACKAGES
 from mage_core.backends.memory import GIB, ModelShape, kv_cache_sequences, training_memory
 from mage_core.config import Config, load_config, parse_config
 
 #: What a profile is compared with when this machine has no GPU: the paper-scale target.
 REFERENCE_GPU = ("H100 80 GiB", 80 * GIB)
-PACKAGES = {"vllm": "vllm", "deepspeed": "deepspeed", "hf": "transformers", "torch": "torch"}
 
 
 @dataclass
@@ -48,14 +47,14 @@ def check_backends(cfg: Config) -> list[Finding]:
     for role, name in (("generator", cfg.backend.generator), ("engine", cfg.backend.engine)):
         package = PACKAGES[name]
         if importlib.util.find_spec(package) is None:
-            extra = {"vllm": "pip install -e '.[gpu]' on a CUDA machine",
-                     "deepspeed": "pip install -e '.[deepspeed]' (CPU or GPU)"}.get(name, f"pip install {package}")
-            out.append(Finding(False, f"backend.{role} {name}: the package {package} is not installed", extra))
-        elif name in NOT_BUILT:
-            out.append(Finding(False, f"backend.{role} {name}: {NOT_BUILT[name]}",
-                               f"use backend.{role}: {'hf' if role == 'generator' else 'torch'} until it lands"))
+            out.append(Finding(False, f"backend.{role} {name}: the package {package} is not installed",
+                               INSTALL.get(name, f"pip install {package}")))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
+    if cfg.backend.gpus > 1:
+        out.append(Finding(False, f"backend.gpus {cfg.backend.gpus}: the train stage runs on one GPU "
+                                  "(data-parallel training over several GPUs is not built)",
+                           "use backend.gpus: 1 (mage evaluate, mage sweep points and rollout.workers scale out)"))
     if cfg.backend.engine == "deepspeed" and cfg.backend.zero_stage == 3:
         out.append(Finding(False, "backend.zero_stage 3: sharded weights are not built in the DeepSpeed engine",
                            "use backend.zero_stage 2 (and backend.offload_optimizer if memory is short)"))

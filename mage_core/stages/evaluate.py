@@ -82,9 +82,8 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     from mage_core.backends import require_built
 
     require_built(cfg.backend.generator)
-    from mage_core.backends.hf import HFGenerator
-    from mage_core.policy.model import load_policy
-    from mage_core.stages.train import make_codec
+    from mage_core.policy.model import load_policy, load_tokenizer
+    from mage_core.stages.train import closing_generator, make_codec, make_generator
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
     if not (policy_dir / "config.json").is_file():
@@ -93,9 +92,12 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     torch.set_num_threads(cfg.train.num_threads)
-    model, tokenizer = load_policy(policy_dir)
-    trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),
-                            make_codec(tokenizer))
+    if cfg.backend.generator == "hf":
+        model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype))
+    else:  # vLLM loads the weights itself
+        model, tokenizer = None, load_tokenizer(policy_dir)
+    generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
+    trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer))
     game, k = cfg.env.name, trainer.eval_settings.num_episodes
     unit_scale, unit = reward_unit(cfg, game)
     n = per_opponent_seat or cfg.evaluation.meta_episodes_per_opponent_seat
@@ -103,7 +105,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     samples: list[str] = []
-    with trainer:  # closes the Ray rollout workers (rollout.workers > 0) at the end
+    with trainer, closing_generator(generator):  # the Ray rollout workers (rollout.workers > 0), vLLM's engine
         for suite in suites:
             started = time.perf_counter()
             with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):

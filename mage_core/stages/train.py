@@ -14,6 +14,7 @@ Outputs under ``--out`` (default ``train.output_dir``):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -21,7 +22,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
 import torch
@@ -150,6 +151,55 @@ def make_engine(cfg: Config, model: Any) -> Any:
     return TorchEngine(model, **common)
 
 
+def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = None, *,
+                   copy_model: bool = True) -> Any:
+    """The Generator that ``backend.generator`` names. ``hf``: on ``model`` (a copy
+    of it when ``copy_model``, so the engine's in-place updates reach rollouts only
+    through the weight sync). ``vllm``: vLLM's offline engine loads the weights
+    saved in ``model_dir`` (``model`` is not needed) and takes every later sync in
+    place. Close it with :func:`close_generator`."""
+    b, m = cfg.backend, cfg.model
+    if b.generator == "vllm":
+        from mage_core.backends.vllm_generator import VLLMGenerator
+
+        dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
+        return VLLMGenerator(model_dir, dtype=dtype, seed=cfg.seed, gpu_memory_utilization=b.gpu_memory_utilization)
+    from mage_core.backends.hf import HFGenerator
+
+    if model is None:
+        raise ValueError("backend.generator: hf generates with an in-memory model; none was given")
+    return HFGenerator(copy.deepcopy(model) if copy_model else model, pad_token_id=tokenizer.pad_token_id,
+                       device=stage_device(cfg))
+
+
+def stage_device(cfg: Config) -> str:
+    """Where a stage's model runs: ``cpu`` for ``backend.gpus: 0``, else ``cuda``
+    (the first visible GPU; a ConfigError when torch sees none)."""
+    gpus = cfg.backend.gpus
+    if gpus == 0:
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise ConfigError("params", [f"backend.gpus: {gpus}, but torch sees no CUDA device here; set "
+                                     "backend.gpus: 0 for a CPU run (`mage doctor` checks a profile)"])
+    return "cuda"
+
+
+def close_generator(generator: Any) -> None:
+    """Free a generator's engine (vLLM's worker processes and memory); HF needs nothing."""
+    close = getattr(generator, "close", None)
+    if close is not None:
+        close()
+
+
+@contextlib.contextmanager
+def closing_generator(generator: Any) -> Iterator[Any]:
+    """``with closing_generator(g):`` closes ``g`` at the end, however the block ends."""
+    try:
+        yield generator
+    finally:
+        close_generator(generator)
+
+
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
           stop_after: int | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
@@ -164,13 +214,18 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         from mage_core.backends.deepspeed_engine import import_deepspeed
 
         import_deepspeed()  # a missing package fails now, with the install command
+    if cfg.backend.gpus > 1:
+        raise NotImplementedError(
+            f"backend.gpus: {cfg.backend.gpus}: the train stage runs one process on one GPU; data-parallel "
+            "training over several GPUs (one rank per GPU, rollouts sharded over the ranks) is not built. "
+            "Set backend.gpus: 1, and scale rollouts with rollout.workers (Ray)")
+    device = stage_device(cfg)  # no CUDA for backend.gpus: 1 fails now
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise NotImplementedError(
             "train: launched as one of several ranks (WORLD_SIZE > 1), which the train stage does not support "
             "yet: every rank would play the same rollouts and write the same folder. The DeepSpeed engine itself "
             "is data parallel (tests/integration/test_deepspeed_engine.py runs 2 ranks under torchrun); scale "
             "rollouts with rollout.workers (Ray) and run the stage as one process")
-    from mage_core.backends.hf import HFGenerator
     from mage_core.policy.model import save_policy
 
     import transformers
@@ -199,8 +254,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     tokenizer, model = build_policy(cfg, out_dir)
+    model.to(device)
     t = cfg.train
-    generator = HFGenerator(copy.deepcopy(model), pad_token_id=tokenizer.pad_token_id)
+    model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
+    generator = make_generator(cfg, tokenizer, model_dir, model)
     engine = make_engine(cfg, model)
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer))
     state = TrainState()
@@ -284,6 +341,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         raise
     finally:
         trainer.close()  # the Ray rollout workers, if any
+        close_generator(generator)
 
 
 def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: str, code: str,

@@ -143,10 +143,10 @@ class TrainConfig(Strict):
 
 class BackendConfig(Strict):
     """Where rollouts and updates run (DESIGN.md "Backends behind Protocols"). The
-    CPU default: HF generation and the plain torch engine. The GPU backends
-    (vLLM rollouts, DeepSpeed ZeRO training) are named here so a profile can
-    describe a paper-scale run and ``mage doctor`` can check it; training with
-    the vLLM generator raises until it is built (issue 5)."""
+    CPU default: HF generation and the plain torch engine. The GPU backends:
+    vLLM rollouts (``pip install -e '.[gpu]'``; on a CPU only its test build,
+    ``make vllm-env``) and DeepSpeed ZeRO training (stages 0-2; the
+    ``deepspeed`` extra, CPU or GPU). ``mage doctor`` checks a profile."""
 
     generator: Literal["hf", "vllm"] = "hf"
     engine: Literal["torch", "deepspeed"] = "torch"

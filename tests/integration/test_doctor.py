@@ -4,6 +4,7 @@ a model folder holding only Qwen3-4B's config.json gets the memory report."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -51,11 +52,13 @@ def test_the_paper_profile_here_lists_every_problem_with_its_fix(project: Path) 
     assert "backend.generator vllm: the package vllm is not installed" in out
     assert "backend.engine deepspeed: deepspeed installed" in out  # the `deepspeed` extra
     assert "backend.gpus 8: torch sees 0 CUDA device(s)" in out
+    assert "backend.gpus 8: the train stage runs on one GPU (data-parallel training over several GPUs is not built)" \
+        in " ".join(out.split())
     assert "model.path models/Qwen3-4B: no such folder" in out
     assert "huggingface-cli download <hub id> --local-dir models/Qwen3-4B (Qwen3-4B: Qwen/Qwen3-4B)" in out
     problems = [line for line in out.splitlines() if line.startswith("fix ")]
     fixes = [line for line in out.splitlines() if line.lstrip().startswith("-> ")]
-    assert len(problems) == len(fixes) == 3 and out.rstrip().endswith("3 problem(s)")  # each with its fix
+    assert len(problems) == len(fixes) == 4 and out.rstrip().endswith("4 problem(s)")  # each with its fix
 
 
 def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> None:
@@ -83,4 +86,31 @@ def test_training_with_a_backend_not_built_stops_before_writing(project: Path) -
     assert done.returncode == 1
     assert "not built yet: backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine" in " ".join(
         done.stderr.split())
+    assert not (project / "run").exists()
+
+
+def test_training_with_a_backend_not_installed_stops_before_writing(project: Path) -> None:
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed in this environment")
+    done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--set", "backend.generator=vllm",
+                           "--set", "tracking.mlflow=false", "--out", "run"],
+                          cwd=project, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert ("backend unavailable: backend.generator: vllm needs the package vllm, which is not installed in this "
+            "environment: pip install -e '.[gpu]' on a CUDA machine") in " ".join(done.stderr.split())
+    assert not (project / "run").exists()
+
+
+@pytest.mark.parametrize(("gpus", "status", "message"), [
+    (2, 1, "not built yet: backend.gpus: 2: the train stage runs one process on one GPU"),
+    (1, 2, "backend.gpus: 1, but torch sees no CUDA device here; set backend.gpus: 0 for a CPU run"),
+])
+def test_training_on_gpus_this_machine_cannot_give_stops_before_writing(project: Path, gpus: int, status: int,
+                                                                        message: str) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--set", f"backend.gpus={gpus}",
+                           "--set", "tracking.mlflow=false", "--out", "run"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == status, done.stderr
+    assert message in " ".join(done.stderr.split())
     assert not (project / "run").exists()
