@@ -116,7 +116,7 @@ class RolloutWorker:
     def run(self, job: RolloutJob) -> list[MetaEpisode]:
         metas = build_meta_episodes(self.game, job.specs, job.settings, job.env_settings, self.opponent_settings,
                                     self.codec.encode_prompt, self.codec.encode_action, self._opponents)
-        actor = PolicyActor(self.generator, self.codec.decode, job.sampling)
+        actor = PolicyActor(self.generator, self.codec.parse_view(), job.sampling)
         run_seeded_meta_episodes(metas, actor, seeded_generators(job.seeds))
         detach_codec(metas)
         return metas

@@ -97,7 +97,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     else:  # vLLM loads the weights itself
         model, tokenizer = None, load_tokenizer(policy_dir)
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
-    trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer))
+    trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
     game, k = cfg.env.name, trainer.eval_settings.num_episodes
     unit_scale, unit = reward_unit(cfg, game)
     n = per_opponent_seat or cfg.evaluation.meta_episodes_per_opponent_seat

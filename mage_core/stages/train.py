@@ -29,7 +29,7 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from mage_core.config import Config, ConfigError, load_config
+from mage_core.config import Config, ConfigError, PolicyConfig, load_config
 from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
@@ -99,10 +99,31 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
     return tokenizer, model
 
 
-def make_codec(tokenizer: Any) -> TokenCodec:
+#: End-of-turn tokens a free-text response stops at, besides the tokenizer's EOS (Qwen chat models).
+END_TOKENS = ("<|im_end|>", "<|endoftext|>")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
+def make_codec(tokenizer: Any, policy: PolicyConfig | None = None) -> TokenCodec:
+    """Text <-> ids for the policy. Prompts: BOS + the text, or with
+    ``policy.chat_template`` the text as one user turn of the tokenizer's chat
+    template (thinking on or off by ``policy.thinking``, Qwen3's
+    ``enable_thinking``). The game parses the text after the thinking
+    (``</think>``); a response still thinking when its budget ran out has no
+    answer (an invalid action). Free text stops at EOS and the chat end tokens."""
+    chat = policy is not None and policy.chat_template
+    thinking = policy is not None and policy.thinking
+    if chat and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError("params", ["policy.chat_template: true, but the model's tokenizer has no chat template "
+                                     "(chat_template in tokenizer_config.json or chat_template.jinja); set "
+                                     "policy.chat_template: false"])
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
 
     def encode_prompt(text: str) -> list[int]:
+        if chat:
+            rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                     add_generation_prompt=True, enable_thinking=thinking)
+            return tokenizer.encode(rendered, add_special_tokens=False)
         return bos + tokenizer.encode(text, add_special_tokens=False)
 
     def encode_action(text: str) -> list[int]:
@@ -111,7 +132,16 @@ def make_codec(tokenizer: Any) -> TokenCodec:
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    return TokenCodec(encode_prompt, encode_action, decode)
+    def answer(ids: list[int]) -> str:
+        text = decode(ids)
+        if THINK_CLOSE in text:
+            return text.rsplit(THINK_CLOSE, 1)[1]
+        return "" if THINK_OPEN in text else text
+
+    vocab = tokenizer.get_vocab()
+    stops = {tokenizer.eos_token_id} | {vocab[t] for t in END_TOKENS if t in vocab}
+    return TokenCodec(encode_prompt, encode_action, decode, answer=answer if thinking else None,
+                      stop_token_ids=tuple(sorted(t for t in stops if t is not None)))
 
 
 def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = False, iterations: int | None = None,
@@ -259,7 +289,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
     generator = make_generator(cfg, tokenizer, model_dir, model)
     engine = make_engine(cfg, model)
-    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer))
+    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     state = TrainState()
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1]))
     torch_rng = torch.Generator().manual_seed(cfg.seed)

@@ -20,7 +20,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -38,11 +38,19 @@ from mage_core.trainers.batch import AdvantageSettings, build_samples
 
 @dataclass
 class TokenCodec:
-    """Text <-> token ids for prompts and actions."""
+    """Text <-> token ids for prompts and actions. ``decode``: a response's whole
+    text (transcripts); ``answer``: the part the game parses (after the thinking,
+    for a thinking model; default ``decode``); ``stop_token_ids``: where a
+    free-text response ends (the end-of-turn tokens)."""
 
     encode_prompt: Callable[[str], list[int]]
     encode_action: Callable[[str], list[int]]
     decode: Callable[[list[int]], str]
+    answer: Optional[Callable[[list[int]], str]] = None
+    stop_token_ids: tuple[int, ...] = ()
+
+    def parse_view(self) -> Callable[[list[int]], str]:
+        return self.answer if self.answer is not None else self.decode
 
 
 @dataclass
@@ -188,11 +196,12 @@ class MetaRLTrainer:
         return pool.run(RolloutJob(tuple(specs), settings, env_settings, sampling, tuple(seeds)))
 
     def actor(self, sampling: SamplingParams) -> PolicyActor:
-        return PolicyActor(self.generator, self.codec.decode, sampling)
+        return PolicyActor(self.generator, self.codec.parse_view(), sampling)
 
     def train_sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.cfg.rollout.temperature,
-                              max_new_tokens=self.cfg.policy.max_new_tokens)
+                              max_new_tokens=self.cfg.policy.max_new_tokens,
+                              stop_token_ids=self.codec.stop_token_ids)
 
     # -- one iteration ----------------------------------------------------------------------------
 
@@ -263,7 +272,8 @@ class MetaRLTrainer:
         specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed)
         env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
-                                  max_new_tokens=self.cfg.policy.max_new_tokens)
+                                  max_new_tokens=self.cfg.policy.max_new_tokens,
+                                  stop_token_ids=self.codec.stop_token_ids)
         return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
 
 

@@ -47,12 +47,18 @@ class PolicyConfig(Strict):
     reflections: Literal["summary", "generated"] = "summary"
     max_remark_chars: PositiveInt = 2000
     max_new_tokens: PositiveInt = 48
+    chat_template: bool = False
+    thinking: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "PolicyConfig":
         if self.reflections == "generated" and self.action_mode == "constrained":
             raise ValueError("reflections: 'generated' needs action_mode 'free' (a constrained policy cannot "
                              "write text); use reflections: summary")
+        if self.thinking and not self.chat_template:
+            raise ValueError("thinking: true needs chat_template: true (the chat template switches thinking on)")
+        if self.thinking and self.action_mode == "constrained":
+            raise ValueError("thinking: true needs action_mode 'free' (a constrained policy writes no text)")
         return self
 
 
