@@ -39,8 +39,8 @@ def require_built(generator: str, engine: str | None = None, zero_stage: int | N
     (NotImplementedError). Looks packages up without importing them."""
     for key, name in (("backend.generator", generator), ("backend.engine", engine)):
         if name is not None and importlib.util.find_spec(PACKAGES[name]) is None:
-            raise BackendUnavailable(f"{key}: {name} needs the package {PACKAGES[name]}, which is not installed in this "
-                              f"environment: {INSTALL.get(name, 'pip install ' + PACKAGES[name])}")
+            raise BackendUnavailable(f"{key}: {name} needs the package {PACKAGES[name]}, which is not installed "
+                                     f"in this environment: {INSTALL.get(name, 'pip install ' + PACKAGES[name])}")
     if engine == "deepspeed" and zero_stage == 3:
         raise NotImplementedError("backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine: "
                                   "weight sync and checkpoints need whole weights on every rank; use zero_stage 2")

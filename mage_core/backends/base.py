@@ -70,6 +70,35 @@ def check_token_id(token: object, vocab_size: int, where: str) -> None:
         raise ValueError(f"{where}: {token!r} is not a token id in [0, {vocab_size})")
 
 
+def check_generators(generator: object, num_prompts: int) -> torch.Generator | list[torch.Generator]:
+    """``Generator.generate``'s ``generator``, checked: one ``torch.Generator``
+    (returned as it is) or a sequence of one per prompt (returned as a list)."""
+    if isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, (str, bytes)) or not isinstance(generator, Sequence):
+        raise TypeError("generate needs a torch.Generator or a sequence of one torch.Generator per prompt, "
+                        f"got {type(generator).__name__}")
+    if len(generator) != num_prompts:
+        raise ValueError(f"generate got {num_prompts} prompts but {len(generator)} generators")
+    for i, g in enumerate(generator):
+        if not isinstance(g, torch.Generator):
+            raise TypeError(f"generator[{i}] is a {type(g).__name__}, not a torch.Generator")
+    return list(generator)
+
+
+def check_state_shapes(state: Mapping[str, torch.Tensor], shapes: Mapping[str, Sequence[int]]) -> None:
+    """``load_policy_state``'s weights, checked against the model's ``shapes``
+    (name -> shape): no unknown key, no other shape. (Which keys may be left
+    out depends on the backend's weight tying.)"""
+    unexpected = sorted(k for k in state if k not in shapes)
+    if unexpected:
+        raise ValueError(f"load_policy_state: keys the model does not have: {', '.join(unexpected[:5])}")
+    mismatched = [f"{k} {tuple(state[k].shape)} vs {tuple(shapes[k])}"
+                  for k in state if tuple(state[k].shape) != tuple(shapes[k])]
+    if mismatched:
+        raise ValueError(f"load_policy_state: shape mismatch: {', '.join(mismatched[:5])}")
+
+
 def check_prompts(prompts: Sequence[Sequence[int]], vocab_size: int) -> list[list[int]]:
     """Prompts as lists of ints, checked: none empty, every id in the vocabulary."""
     rows = []
@@ -129,6 +158,11 @@ class Generator(Protocol):
 
     def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
         """Weight sync: make the generator sample from these policy weights."""
+        ...
+
+    def close(self) -> None:
+        """Free what the generator holds beyond Python objects (an engine's
+        processes and device memory); nothing to do for an in-process model."""
         ...
 
 

@@ -37,7 +37,9 @@ from mage_core.backends.base import (
     RowGenerators,
     SamplingParams,
     check_candidates,
+    check_generators,
     check_prompts,
+    check_state_shapes,
     check_token_id,
 )
 
@@ -80,26 +82,14 @@ class HFGenerator:
         one ``torch.Generator`` for the batch, or a sequence of one per prompt."""
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
-        per_row = not isinstance(generator, torch.Generator)
-        if per_row:
-            if isinstance(generator, (str, bytes)) or not isinstance(generator, Sequence):
-                raise TypeError("generate needs a torch.Generator or a sequence of one torch.Generator per "
-                                f"prompt, got {type(generator).__name__}")
-            generators: list[torch.Generator] = list(generator)
-            if len(generators) != len(prompts):
-                raise ValueError(f"generate got {len(prompts)} prompts but {len(generators)} generators")
-            for i, g in enumerate(generators):
-                if not isinstance(g, torch.Generator):
-                    raise TypeError(f"generator[{i}] is a {type(g).__name__}, not a torch.Generator")
-        else:
-            generators = [generator]  # type: ignore[list-item]
+        generators = check_generators(generator, len(prompts))
         for token in sampling.stop_token_ids:
-            self._check_id(token, "stop_token_ids")
+            check_token_id(token, self.vocab_size, "stop_token_ids")
         rows = [torch.tensor(row, dtype=torch.long) for row in check_prompts(prompts, self.vocab_size)]
         results: list[Generation] = []
         for start, stop in self._chunks(len(rows)):
-            chunk_generator: RowGenerators = generators[start:stop] if per_row else generator
-            results.extend(self._generate_batch(rows[start:stop], sampling, chunk_generator))
+            chunk: RowGenerators = generators[start:stop] if isinstance(generators, list) else generators
+            results.extend(self._generate_batch(rows[start:stop], sampling, chunk))
         return results
 
     @torch.no_grad()
@@ -123,13 +113,7 @@ class HFGenerator:
         Shapes are checked before anything is copied.
         """
         own = self.model.state_dict()
-        unexpected = sorted(k for k in state if k not in own)
-        if unexpected:
-            raise ValueError(f"load_policy_state: keys the model does not have: {', '.join(unexpected[:5])}")
-        mismatched = [f"{k} {tuple(state[k].shape)} vs {tuple(own[k].shape)}"
-                      for k in state if tuple(state[k].shape) != tuple(own[k].shape)]
-        if mismatched:
-            raise ValueError(f"load_policy_state: shape mismatch: {', '.join(mismatched[:5])}")
+        check_state_shapes(state, {k: v.shape for k, v in own.items()})
         given = {own[k].data_ptr() for k in state}
         missing = sorted(k for k in own if k not in state and own[k].data_ptr() not in given)
         if missing:
@@ -137,10 +121,10 @@ class HFGenerator:
         self.model.load_state_dict(state, strict=False)  # copy_ into the existing tensors
         self.model.eval()
 
-    # ----------------------------------------------------------------- helpers
+    def close(self) -> None:
+        """Nothing to free: the model is an ordinary in-process module."""
 
-    def _check_id(self, token: object, where: str) -> None:
-        check_token_id(token, self.vocab_size, where)
+    # ----------------------------------------------------------------- helpers
 
     def _chunks(self, n: int) -> list[tuple[int, int]]:
         size = self.max_batch_size or max(n, 1)

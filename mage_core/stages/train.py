@@ -14,7 +14,6 @@ Outputs under ``--out`` (default ``train.output_dir``):
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import json
@@ -22,7 +21,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import torch
@@ -187,7 +186,7 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     of it when ``copy_model``, so the engine's in-place updates reach rollouts only
     through the weight sync). ``vllm``: vLLM's offline engine loads the weights
     saved in ``model_dir`` (``model`` is not needed) and takes every later sync in
-    place. Close it with :func:`close_generator`."""
+    place. ``close()`` it at the end (vLLM's engine processes)."""
     b, m = cfg.backend, cfg.model
     if b.generator == "vllm":
         from mage_core.backends.vllm_generator import VLLMGenerator
@@ -214,22 +213,6 @@ def stage_device(cfg: Config) -> str:
     return "cuda"
 
 
-def close_generator(generator: Any) -> None:
-    """Free a generator's engine (vLLM's worker processes and memory); HF needs nothing."""
-    close = getattr(generator, "close", None)
-    if close is not None:
-        close()
-
-
-@contextlib.contextmanager
-def closing_generator(generator: Any) -> Iterator[Any]:
-    """``with closing_generator(g):`` closes ``g`` at the end, however the block ends."""
-    try:
-        yield generator
-    finally:
-        close_generator(generator)
-
-
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
           stop_after: int | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
@@ -243,7 +226,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     if cfg.backend.engine == "deepspeed":
         from mage_core.backends.deepspeed_engine import import_deepspeed
 
-        import_deepspeed()  # a missing package fails now, with the install command
+        import_deepspeed()  # a broken install fails now, before anything is written
     if cfg.backend.gpus > 1:
         raise NotImplementedError(
             f"backend.gpus: {cfg.backend.gpus}: the train stage runs one process on one GPU; data-parallel "
@@ -371,7 +354,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         raise
     finally:
         trainer.close()  # the Ray rollout workers, if any
-        close_generator(generator)
+        generator.close()  # vLLM's engine processes, if any
 
 
 def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: str, code: str,
