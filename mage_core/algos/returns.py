@@ -197,3 +197,76 @@ def meta_episode_returns(
     _, cross_episode = _variant(variant)
     placed = place_rewards(variant, task_rewards, episode, is_play)
     return step_returns(placed, episode, is_play, gamma_step, gamma_traj, cross_episode=cross_episode)
+
+
+# ------------------------------------------------------------ a whole batch
+
+
+def batch_returns(
+    variant: str,
+    task_rewards: np.ndarray,
+    episode: np.ndarray,
+    is_play: np.ndarray,
+    valid: np.ndarray,
+    gamma_step: float,
+    gamma_traj: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``meta_episode_returns`` and ``episode_returns`` of M meta-episodes at once.
+
+    Inputs are ``[M, T]`` arrays, meta-episode m's steps in row m left-aligned and
+    ``valid`` marking them (the rest is padding, ignored). Every row must have the
+    structure ``meta_episode_returns`` checks (what ``MetaEpisode`` records); only
+    the cheap checks are repeated here (shapes, finite rewards, episode indices
+    starting at 0 and stepping by 0 or 1). Returns (step returns ``[M, T]``, 0 on
+    padding; episode totals ``R_k`` ``[M, K]`` with K the most episodes of any
+    row, 0 past a row's last episode).
+
+    One backward sweep over the T columns, vectorised over the rows: the same
+    recursion as ``step_returns``, where ``current`` (the episode of the nearest
+    later play step) also tells the last play step of each episode, which is where
+    the differential variant places ``d_k`` (``_differential``)."""
+    place, cross_episode = _variant(variant)
+    gamma_step = _check_gamma("gamma_step", gamma_step)
+    gamma_traj = _check_gamma("gamma_traj", gamma_traj)
+    rewards = np.asarray(task_rewards, dtype=np.float64)
+    episode = np.asarray(episode, dtype=np.int64)
+    play = np.asarray(is_play, dtype=bool)
+    valid = np.asarray(valid, dtype=bool)
+    if rewards.ndim != 2 or not rewards.shape == episode.shape == play.shape == valid.shape:
+        raise ValueError(f"task_rewards, episode, is_play and valid must be [M, T] arrays of one shape, got "
+                         f"{rewards.shape}, {episode.shape}, {play.shape} and {valid.shape}")
+    num_rows, num_steps = rewards.shape
+    if num_rows and not valid[:, 0].all():
+        raise ValueError("every meta-episode needs at least one step (valid[:, 0] must be true)")
+    if not np.all(np.isfinite(rewards[valid])):
+        raise ValueError("task_rewards must be finite")
+    if num_rows and np.any(episode[:, 0] != 0):
+        raise ValueError("episode indices must start at 0 in every row")
+    jumps = np.diff(episode, axis=1)
+    inner = valid[:, 1:]
+    if np.any(inner & (jumps != 0) & (jumps != 1)):
+        raise ValueError("episode indices must be in time order and contiguous (0, 0, 1, 1, 2, ...) in every row")
+    play = play & valid
+    num_episodes = int(episode[valid].max()) + 1 if num_rows else 0
+    totals = np.zeros((num_rows, num_episodes))
+    rows = np.broadcast_to(np.arange(num_rows)[:, None], rewards.shape)
+    np.add.at(totals, (rows[play], episode[play]), rewards[play])
+    differential = place is _differential
+    deltas = np.diff(totals, axis=1, prepend=0.0) if differential else None
+    returns = np.zeros_like(rewards)
+    running = np.zeros(num_rows)
+    current = np.full(num_rows, -1)
+    index = np.arange(num_rows)
+    for t in range(num_steps - 1, -1, -1):
+        p, k = play[:, t], episode[:, t]
+        if differential:
+            assert deltas is not None
+            reward = np.where(p & (current != k), deltas[index, np.minimum(k, num_episodes - 1)], 0.0)
+        else:
+            reward = np.where(p, rewards[:, t], 0.0)
+        boundary = gamma_traj if cross_episode else 0.0
+        discount = np.where(k == current, gamma_step, boundary)
+        running = np.where(p, reward + discount * running, running)
+        current = np.where(p, k, current)
+        returns[:, t] = np.where(valid[:, t], running, 0.0)
+    return returns, totals

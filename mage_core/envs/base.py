@@ -125,6 +125,12 @@ class Env(Protocol):
         """Canonical action texts accepted now (what goes inside <action>)."""
         ...
 
+    def compact_action(self, action: str) -> str:
+        """A canonical action as the ONE word a compact-style policy answers with
+        (a single token of the embedded tokenizer: a constrained choice is then
+        read at one position)."""
+        ...
+
     def parse_action(self, response: str) -> str | None:
         """The canonical legal action in a model response, or None if invalid.
         Never raises, whatever the text."""

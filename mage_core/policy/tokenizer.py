@@ -23,8 +23,9 @@ the prompt builder decides.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -95,3 +96,45 @@ def build_tokenizer(corpus: Iterable[str], extra_tokens: Sequence[str] = ()) -> 
 
 def _splits(token: str) -> bool:
     return len(_pre_tokenizer().pre_tokenize_str(token)) != 1
+
+
+#: Words a ``word_encoder`` remembers at most (a prompt vocabulary is small; free
+#: text could hold any number of distinct words, which are then encoded uncached).
+MAX_CACHED_WORDS = 65536
+
+
+def word_encoder(tokenizer: object) -> Callable[[str], list[int]] | None:
+    """A fast ``text -> ids`` equal to ``tokenizer.encode(text, add_special_tokens=False)``
+    for a word-level tokenizer that splits on whitespace first (this module's), or None
+    for any other tokenizer.
+
+    Such a tokenizer encodes ``" ".join(words)`` as the concatenation of each word's
+    ids (whitespace separates pre-tokens, and no added token holds whitespace), so a
+    prompt is encoded word by word from a cache: a dict lookup per word instead of a
+    call into the tokenizer per prompt. Rollouts encode every decision's prompt, and
+    most of their words repeat (issue 12: the tokenizer calls cost a quarter of a
+    rollout)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not isinstance(backend.model, models.WordLevel) or backend.normalizer is not None:
+        return None
+    pre = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+    first = pre.get("pretokenizers", [pre])[0] if pre.get("type") == "Sequence" else pre
+    if first.get("type") != "WhitespaceSplit":
+        return None
+    if any(any(c.isspace() for c in t.content) for t in backend.get_added_tokens_decoder().values()):
+        return None
+    encode = tokenizer.encode  # type: ignore[attr-defined]
+    cache: dict[str, list[int]] = {}
+
+    def encode_words(text: str) -> list[int]:
+        ids: list[int] = []
+        for word in text.split():
+            piece = cache.get(word)
+            if piece is None:
+                piece = encode(word, add_special_tokens=False)
+                if len(cache) < MAX_CACHED_WORDS:
+                    cache[word] = piece
+            ids += piece
+        return ids
+
+    return encode_words

@@ -21,7 +21,6 @@ from mage_core.rollout.meta_episode import (
     MetaEpisodeSpec,
     MetaSettings,
     Response,
-    compact_action_token,
 )
 
 GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
@@ -81,5 +80,5 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
         opponent = make_opponent(game, "random", cfg.opponents.settings()) if game != "sokoban" else None
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
         env.reset()
-        words.update(compact_action_token(a) for a in env.legal_actions())
+        words.update(env.compact_action(a) for a in env.legal_actions())
     return sorted(words)

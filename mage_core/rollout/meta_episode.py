@@ -35,14 +35,6 @@ _REMARK = re.compile(r"<remark>(.*?)</remark>", re.IGNORECASE | re.DOTALL)
 REFLECTION_ANCHOR = "reflection"
 
 
-def compact_action_token(action: str) -> str:
-    """A legal action as ONE word of the compact style (``"(2, 3)"`` -> ``"(2,3)"``,
-    ``"up, left"`` -> ``"up,left"``): the embedded tokenizer keeps every such word
-    whole, so a constrained choice is read at one position (TorchEngine packs it)
-    instead of one forward row per multi-token candidate."""
-    return "".join(action.split())
-
-
 @dataclass(frozen=True)
 class MetaEpisodeSpec:
     """Who plays what: the draw of one meta-episode."""
@@ -156,7 +148,7 @@ class MetaEpisode:
         request = Request("play", prompt, self.encode(prompt))
         if s.action_mode == "constrained":
             legal = self.env.legal_actions()
-            texts = ([compact_action_token(a) for a in legal] if s.style == "compact"
+            texts = ([self.env.compact_action(a) for a in legal] if s.style == "compact"
                      else [f"<action>{a}</action>" for a in legal])
             request.candidate_texts = legal
             request.candidate_ids = [self.encode_action(t) for t in texts]

@@ -15,6 +15,7 @@ Outputs under ``--out`` (default ``train.output_dir``):
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -117,16 +118,25 @@ def make_codec(tokenizer: Any, policy: PolicyConfig | None = None) -> TokenCodec
                                      "(chat_template in tokenizer_config.json or chat_template.jinja); set "
                                      "policy.chat_template: false"])
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    from mage_core.policy.tokenizer import word_encoder
+
+    # The embedded word-level tokenizer encodes word by word from a cache (same ids).
+    encode_text = word_encoder(tokenizer) or functools.partial(tokenizer.encode, add_special_tokens=False)
 
     def encode_prompt(text: str) -> list[int]:
         if chat:
             rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                      add_generation_prompt=True, enable_thinking=thinking)
             return tokenizer.encode(rendered, add_special_tokens=False)
-        return bos + tokenizer.encode(text, add_special_tokens=False)
+        return bos + encode_text(text)
+
+    @functools.lru_cache(maxsize=4096)
+    def _action_ids(text: str) -> tuple[int, ...]:
+        return tuple(tokenizer.encode(text, add_special_tokens=False))
 
     def encode_action(text: str) -> list[int]:
-        return tokenizer.encode(text, add_special_tokens=False)
+        # Candidates are a game's few action texts, encoded at every decision: cached.
+        return list(_action_ids(text))
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)

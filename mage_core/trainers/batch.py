@@ -15,7 +15,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from mage_core.algos.advantages import anchor_key, gigpo_advantages, grpo_advantages, group_key
-from mage_core.algos.returns import episode_returns, meta_episode_returns
+from mage_core.algos.returns import batch_returns
 from mage_core.backends.base import Sample
 from mage_core.rollout.meta_episode import MetaEpisode
 
@@ -37,46 +37,60 @@ class AdvantageSettings:
     episode_baseline: Literal["group", "group_and_episode"] = "group"
 
 
-def episode_scores(rewards: np.ndarray, variant: str) -> np.ndarray:
-    """The episode term's score per episode: d_k for MAGE, R_k otherwise."""
+def episode_scores(totals: np.ndarray, variant: str) -> np.ndarray:
+    """The episode term's score per episode: d_k for MAGE, R_k otherwise.
+    ``totals``: R_k along the last axis (``[K]`` or ``[M, K]``)."""
     if variant == "differential":
-        return np.diff(rewards, prepend=0.0)
-    return rewards
+        return np.diff(totals, axis=-1, prepend=0.0)
+    return totals
 
 
 def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> list[Sample]:
-    """One Sample per policy decision, advantages filled in, no padding."""
+    """One Sample per policy decision, advantages filled in, no padding.
+
+    The returns of the whole batch come from one vectorised sweep
+    (``batch_returns``, equal to ``meta_episode_returns`` per meta-episode)."""
+    for meta in metas:
+        if not meta.done:
+            raise ValueError("build_samples needs finished meta-episodes")
+    if not metas:
+        raise ValueError("build_samples needs at least one meta-episode")
+    lengths = [len(m.decisions) for m in metas]
+    shape = (len(metas), max(lengths))
+    rewards, episode = np.zeros(shape), np.zeros(shape, dtype=np.int64)
+    is_play, valid = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    for m, meta in enumerate(metas):
+        n = lengths[m]
+        rewards[m, :n] = [d.task_reward for d in meta.decisions]
+        episode[m, :n] = [d.episode for d in meta.decisions]
+        is_play[m, :n] = [d.phase == "play" for d in meta.decisions]
+        valid[m, :n] = True
+    step_return, totals = batch_returns(settings.reward_variant, rewards, episode, is_play, valid,
+                                        settings.gamma_step, settings.gamma_traj)
+    per_episode = episode_scores(totals, settings.reward_variant)  # [M, K]
     scores: list[float] = []
     returns: list[float] = []
     groups: list[object] = []
     anchors: list[object] = []
     decisions = []
-    for meta in metas:
-        if not meta.done:
-            raise ValueError("build_samples needs finished meta-episodes")
-        ds = meta.decisions
-        rewards = np.array([d.task_reward for d in ds], dtype=float)
-        episode = np.array([d.episode for d in ds], dtype=int)
-        is_play = np.array([d.phase == "play" for d in ds], dtype=bool)
-        ret = meta_episode_returns(settings.reward_variant, rewards, episode, is_play,
-                                   settings.gamma_step, settings.gamma_traj)
-        per_episode = episode_scores(episode_returns(rewards, episode, is_play), settings.reward_variant)
+    global_anchor, stationary = settings.anchor == "global", settings.grouping == "stationary"
+    for m, meta in enumerate(metas):
         spec = meta.spec
         key = group_key(spec.task_seed, spec.opponent, spec.agent_seat, settings.grouping, settings.group_scope)
-        for d, r in zip(ds, ret):
+        for t, d in enumerate(meta.decisions):
+            r = float(step_return[m, t])
             if settings.episode_score == "return":
-                score = float(r)  # the step return itself (REINFORCE-style credit, section 4)
+                score = r  # the step return itself (REINFORCE-style credit, section 4)
             else:
-                score = per_episode[d.episode] if d.phase == "play" else 0.0
-            scores.append(float(score) - d.penalty)
-            returns.append(float(r) - d.penalty)
+                score = float(per_episode[m, d.episode]) if d.phase == "play" else 0.0
+            scores.append(score - d.penalty)
+            returns.append(r - d.penalty)
             # "group_and_episode" (an option beyond the paper): baselines per episode
             # index, so that later episodes' systematically different scores do not
             # shift their advantages (it also splits anchor clusters by episode).
             groups.append(key if settings.episode_baseline == "group" else (*key, d.episode))
-            anchors.append(anchor_key(d.anchor, d.episode, spec.opponent,
-                                      global_anchor=settings.anchor == "global",
-                                      stationary=settings.grouping == "stationary"))
+            anchors.append(anchor_key(d.anchor, d.episode, spec.opponent, global_anchor=global_anchor,
+                                      stationary=stationary))
             decisions.append(d)
     if settings.advantage == "grpo":
         advantage = grpo_advantages(np.array(scores), groups)
@@ -84,11 +98,10 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
         advantage = gigpo_advantages(np.array(scores), np.array(returns), groups, anchors,
                                      step_weight=settings.step_weight, episode_norm=settings.episode_norm).advantage
     samples = []
-    for d, a in zip(decisions, advantage):
+    for d, a in zip(decisions, advantage.tolist()):
         if d.candidate_ids is not None:
-            samples.append(Sample(prompt=d.prompt_ids, advantage=float(a), candidates=d.candidate_ids,
-                                  choice=d.choice))
+            samples.append(Sample(prompt=d.prompt_ids, advantage=a, candidates=d.candidate_ids, choice=d.choice))
         else:
             assert d.response_ids is not None
-            samples.append(Sample(prompt=d.prompt_ids, advantage=float(a), response=d.response_ids))
+            samples.append(Sample(prompt=d.prompt_ids, advantage=a, response=d.response_ids))
     return samples

@@ -219,8 +219,10 @@ class MetaRLTrainer:
         rollout_s = time.perf_counter() - started
 
         samples = build_samples(metas, self.advantage_settings)
+        samples_s = time.perf_counter() - started - rollout_s
         old = self.engine.logprobs(samples)
         ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
+        logprobs_s = time.perf_counter() - started - rollout_s - samples_s
         loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
                             kl_estimator=t.kl_estimator)
         # Mini-batches of whole meta-episodes: their prompts are prefix chains that
@@ -237,6 +239,7 @@ class MetaRLTrainer:
                 step_metrics.append(self.engine.step(
                     [samples[i] for i in idx], [old[i] for i in idx],
                     [ref[i] for i in idx] if ref is not None else None, loss))
+        update_s = time.perf_counter() - started - rollout_s - samples_s - logprobs_s
         self.load_policy_state(self.engine.policy_state_dict())
 
         unit_scale, unit = reward_unit(self.cfg, self.game)
@@ -249,8 +252,18 @@ class MetaRLTrainer:
             "train/opt/entropy_coef": entropy_coef,
             "train/batch/num_samples": float(len(samples)),
             "train/batch/num_meta_episodes": float(len(metas)),
+        })
+        # Timings (train/time/*): MLflow and the console only, never a cached output.
+        iteration_s = time.perf_counter() - started
+        prompt_tokens = sum(len(s.prompt) for s in samples)
+        metrics.update({
             "train/time/rollout_s": rollout_s,
-            "train/time/iteration_s": time.perf_counter() - started,
+            "train/time/samples_s": samples_s,
+            "train/time/logprobs_s": logprobs_s,
+            "train/time/update_s": update_s,
+            "train/time/iteration_s": iteration_s,
+            "train/time/meta_episodes_per_s": len(metas) / iteration_s,
+            "train/time/prompt_tokens_per_s": prompt_tokens / iteration_s,
         })
         return metrics
 

@@ -30,7 +30,7 @@ def scripted(action: str, seed: int) -> MetaEpisode:
     base = meta_settings(Config(), "kuhn_poker", 3, True)
     settings = MetaSettings(**{**base.__dict__, "restart": "same"})
     meta = MetaEpisode(MetaEpisodeSpec("kuhn_poker", CASE.opponent, 1, seed, 0), CASE.build(seed), settings,
-                       encode=lambda t: [1, 2], encode_action=lambda t: [3] if t == "PASS" else [4])
+                       encode=lambda t: [1, 2], encode_action=lambda t: [3] if t == "mePASS" else [4])
     while not meta.done:
         request = meta.request()
         choice = request.candidate_texts.index(action)

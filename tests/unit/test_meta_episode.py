@@ -48,12 +48,12 @@ def test_kuhn_same_restart_replays_the_deal_and_builds_history() -> None:
     # Aggressive always bets first; passing folds every hand: -1 chip = -5 reward each time.
     assert [e.reward for e in meta.episodes] == [-5.0, -5.0, -5.0]
     assert [e.outcome for e in meta.episodes] == [Outcome.LOSS] * 3
-    card = prompts[0].split(" : ")[1].split()[0]
+    card = prompts[0].split()[3]
+    # One token per fact; the decision is read at the last fact (the opponent's bet).
     assert prompts == [
-        f"kuhn second | ep 1 : {card} op BET me",
-        f"kuhn second | ep 1 : {card} op BET me PASS fold -1 | ep 2 : {card} op BET me",
-        f"kuhn second | ep 1 : {card} op BET me PASS fold -1 | ep 2 : {card} op BET me PASS fold -1 | "
-        f"ep 3 : {card} op BET me",
+        f"kuhn second ep1 {card} opBET",
+        f"kuhn second ep1 {card} opBET mePASS fold lost1 ep2 {card} opBET",
+        f"kuhn second ep1 {card} opBET mePASS fold lost1 ep2 {card} opBET mePASS fold lost1 ep3 {card} opBET",
     ]
     assert [d.episode for d in meta.decisions] == [0, 1, 2]
     assert all(d.phase == "play" and not d.invalid for d in meta.decisions)
@@ -135,7 +135,7 @@ def test_attempts_without_memory_read_like_lone_first_episodes() -> None:
     meta = build(Case("kuhn_poker", "aggressive", 1), MetaSettings(**{**s.__dict__, "restart": "same"}), seed=3)
     prompts = play(meta, lambda texts: texts.index("PASS"))
     assert len(meta.episodes) == 3
-    assert len(set(prompts)) == 1 and prompts[0].startswith("kuhn second | ep 1 : ")
+    assert len(set(prompts)) == 1 and prompts[0].startswith("kuhn second ep1 ")
     paper = MetaSettings(**{**s.__dict__, "style": "paper", "restart": "same"})
     prompts = play(build(Case("kuhn_poker", "aggressive", 1), paper, seed=3), lambda texts: texts.index("PASS"))
     assert all("# Current trial #1 of 1" in p and "Earlier trials" not in p for p in prompts)

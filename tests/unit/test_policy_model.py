@@ -263,20 +263,50 @@ def test_every_compact_action_is_one_token_of_the_embedded_tokenizer() -> None:
     from mage_core.envs.registry import make_env
     from mage_core.opponents.registry import make_opponent
     from mage_core.rollout.corpus import action_tokens, game_corpus
-    from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, compact_action_token
+    from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec
     from mage_core.stages.train import make_codec
     from mage_core.trainers.meta_rl import meta_settings
 
     cfg = parse_config({})
     tok = build_tokenizer(game_corpus(cfg, "compact", meta_episodes_per_game=4), extra_tokens=action_tokens(cfg))
     codec = make_codec(tok)
-    assert compact_action_token("(2, 3)") == "(2,3)" and compact_action_token("up, left") == "up,left"
     for game, opponent in (("tic_tac_toe", "random"), ("kuhn_poker", "random"), ("sokoban", None)):
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(1),
                        make_opponent(game, opponent, cfg.opponents.settings()) if opponent else None, 0)
+        env.reset()
+        expected = {"tic_tac_toe": ("(2, 3)", "(2,3)"), "kuhn_poker": ("BET", "meBET"),
+                    "sokoban": ("up, left", "up,left")}[game]
+        assert env.compact_action(expected[0]) == expected[1]
         meta = MetaEpisode(MetaEpisodeSpec(game, opponent, 0, 1, 0), env, meta_settings(cfg, game, 1, False),
                            codec.encode_prompt, codec.encode_action)
         request = meta.request()
         assert request.candidate_ids is not None and len(request.candidate_ids) >= 2
         assert all(len(ids) == 1 and ids[0] != tok.unk_token_id for ids in request.candidate_ids), game
         assert request.candidate_texts == env.legal_actions()  # the env still gets its own action text
+
+
+def test_word_encoder_equals_the_tokenizer_on_every_prompt_and_refuses_other_tokenizers(tmp_path: Path) -> None:
+    # Equivalence: the cached word-by-word path gives the tokenizer's own ids on the
+    # games' prompts of both styles (and on a saved-and-reloaded tokenizer).
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from mage_core.config import parse_config
+    from mage_core.policy.tokenizer import word_encoder
+    from mage_core.rollout.corpus import action_tokens, game_corpus
+
+    cfg = parse_config({})
+    texts = [*game_corpus(cfg, "compact", meta_episodes_per_game=3), *game_corpus(cfg, "paper", meta_episodes_per_game=3)]
+    tok = build_tokenizer(texts, extra_tokens=[*action_tokens(cfg), "(invalid)"])
+    tok.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
+    for t in (tok, reloaded):
+        fast = word_encoder(t)
+        assert fast is not None
+        for text in [*texts, "<action> (2,3) </action> never-seen words", "  spaced\n\nlines  ", ""]:
+            assert fast(text) == t.encode(text, add_special_tokens=False), text
+    # A word-level tokenizer that does not split on whitespace first has no fast path.
+    other = Tokenizer(models.WordLevel(vocab={"<unk>": 0, "a": 1}, unk_token="<unk>"))
+    other.pre_tokenizer = pre_tokenizers.Punctuation()
+    assert word_encoder(PreTrainedTokenizerFast(tokenizer_object=other, unk_token="<unk>")) is None
+    assert word_encoder(object()) is None

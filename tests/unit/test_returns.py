@@ -212,3 +212,61 @@ def test_gammas_out_of_range(gamma_step: float, gamma_traj: float, name: str) ->
     rewards, episode, is_play = SMALL
     with pytest.raises(ValueError, match=name):
         step_returns(rewards, episode, is_play, gamma_step, gamma_traj)
+
+
+@pytest.mark.parametrize("variant", ["differential", "cumulative", "single_episode"])
+def test_batch_returns_equal_the_per_meta_episode_returns(variant: str) -> None:
+    # Equivalence: the vectorised sweep over a padded batch against meta_episode_returns
+    # and episode_returns row by row, on random meta-episodes of every structure
+    # (reflect steps or not, early stops, one to five episodes).
+    from mage_core.algos.returns import batch_returns, episode_returns, meta_episode_returns
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(60):
+        episodes, plays = [], []
+        for k in range(int(rng.integers(1, 6))):
+            if k > 0 and rng.random() < 0.5:
+                episodes.append(k)
+                plays.append(False)
+            for _ in range(int(rng.integers(1, 4))):
+                episodes.append(k)
+                plays.append(True)
+        play = np.array(plays)
+        rewards = np.where(play, rng.integers(-10, 11, len(plays)).astype(float), 0.0)
+        rows.append((rewards, np.array(episodes), play))
+    width = max(len(r[0]) for r in rows)
+    shape = (len(rows), width)
+    rewards, episode = np.zeros(shape), np.zeros(shape, dtype=int)
+    play, valid = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
+    for m, (r, e, p) in enumerate(rows):
+        n = len(r)
+        rewards[m, :n], episode[m, :n], play[m, :n], valid[m, :n] = r, e, p, True
+    returns, totals = batch_returns(variant, rewards, episode, play, valid, 0.95, 0.6)
+    for m, (r, e, p) in enumerate(rows):
+        n = len(r)
+        np.testing.assert_allclose(returns[m, :n], meta_episode_returns(variant, r, e, p, 0.95, 0.6), atol=1e-12)
+        assert np.all(returns[m, n:] == 0)
+        expected = episode_returns(r, e, p)
+        np.testing.assert_allclose(totals[m, : len(expected)], expected)
+        assert np.all(totals[m, len(expected):] == 0)
+
+
+def test_batch_returns_reproduce_the_method_reference_check_and_reject_bad_rows() -> None:
+    # METHOD.md section 4's reference case (lose in 3, reflect, draw in 4, reflect, win in 3), padded.
+    from mage_core.algos.returns import batch_returns
+
+    rewards = np.array([[0, 0, -10, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0]], dtype=float)
+    episode = np.array([[0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 0]])
+    play = np.array([[1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 0]], dtype=bool)
+    valid = np.ones_like(play)
+    valid[0, -1] = False
+    returns, totals = batch_returns("differential", rewards, episode, play, valid, 0.95, 0.6)
+    expected = [-1.868, -1.967, -2.070, 13.216, 13.216, 13.912, 14.644, 15.415, 9.025, 9.025, 9.5, 10.0, 0.0]
+    np.testing.assert_allclose(returns[0].round(3), expected)
+    np.testing.assert_allclose(totals[0], [-10, 0, 10])
+    with pytest.raises(ValueError, match="contiguous"):
+        batch_returns("differential", rewards, np.array([[0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]]), play, valid,
+                      0.95, 0.6)
+    with pytest.raises(ValueError, match="one shape"):
+        batch_returns("differential", rewards, episode[:, :3], play, valid, 0.95, 0.6)

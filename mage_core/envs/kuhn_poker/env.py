@@ -234,23 +234,30 @@ class KuhnPokerEnv:
         return "\n".join(lines)
 
     def compact_observation(self) -> str:
-        """The same facts in few tokens, for small models (prompt style
-        ``compact``): card, then the betting as ``me``/``op`` + action name, then
-        at the end ``show <card>`` or ``fold``/``timeout`` and the signed chips.
-        Example: ``Q op BET me BET show K -2``."""
+        """The same facts, one token each, for small models (prompt style
+        ``compact``): the card, then the betting as ``me``/``op`` fused with the
+        action (``opBET``, ``mePASS``: the agent's own moves are the very words
+        it answers with, ``compact_action``), then at the end ``show<card>`` or
+        ``fold`` (or ``timeout``) and the result ``won1``/``won2``/``lost1``/
+        ``lost2``. Example: ``Q opBET meBET showK lost2``."""
         state = self._live_state()
         parts = [CARD_LETTERS[state.cards[self.agent_seat]]]
         for i, move in enumerate(state.history):
-            parts += ["me" if i % 2 == self.agent_seat else "op", MOVE_NAMES[move]]
+            parts.append(("me" if i % 2 == self.agent_seat else "op") + MOVE_NAMES[move])
         if self._done:
             if self._outcome is Outcome.TIMEOUT:
                 parts.append("timeout")
-            elif state.is_showdown():
-                parts += ["show", CARD_LETTERS[state.cards[1 - self.agent_seat]]]
             else:
-                parts.append("fold")
-            parts.append(f"{self._agent_chips():+d}")
+                parts.append("show" + CARD_LETTERS[state.cards[1 - self.agent_seat]] if state.is_showdown()
+                             else "fold")
+                chips = self._agent_chips()
+                parts.append(f"{'won' if chips > 0 else 'lost'}{abs(chips)}")
         return " ".join(parts)
+
+    def compact_action(self, action: str) -> str:
+        """A legal action as the one word the compact style answers with: the
+        agent's move as its observation shows it (``mePASS``, ``meBET``)."""
+        return "me" + action
 
     def _betting_text(self) -> str:
         history = self._live_state().history

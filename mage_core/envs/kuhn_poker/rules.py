@@ -70,9 +70,14 @@ INFOSETS_BY_SEAT: dict[int, tuple[str, ...]] = {
 ALL_INFOSETS: tuple[str, ...] = INFOSETS_BY_SEAT[0] + INFOSETS_BY_SEAT[1]
 
 
+#: The letters of every valid betting sequence (looked up on every opponent move).
+_LETTERS: dict[tuple[int, ...], str] = {h: "".join(MOVE_LETTERS[m] for m in h) for h in _VALID_HISTORIES}
+
+
 def history_letters(history: Sequence[int]) -> str:
     """``(0, 1)`` -> ``"pb"``."""
-    return "".join(MOVE_LETTERS[m] for m in history)
+    letters = _LETTERS.get(history) if isinstance(history, tuple) else None
+    return letters if letters is not None else "".join(MOVE_LETTERS[m] for m in history)
 
 
 def infoset_key(card: int, history: Sequence[int]) -> str:

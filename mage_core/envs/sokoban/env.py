@@ -173,6 +173,12 @@ class SokobanEnv:
             return rows
         return f"{rows} {'solved' if self.level.boxes_on_target == self.level.num_boxes else 'timeout'}"
 
+    def compact_action(self, action: str) -> str:
+        """A legal action as ONE word of the compact style (``"(2, 3)"`` -> ``"(2,3)"``,
+        ``"up, left"`` -> ``"up,left"``): the embedded tokenizer keeps every such word
+        whole, so a constrained choice is read at one position."""
+        return "".join(action.split())
+
     def legal_actions(self) -> list[str]:
         """All 1..moves_per_turn move sequences (84 for 3), fixed order; empty
         once the episode is over."""

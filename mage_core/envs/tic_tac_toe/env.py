@@ -174,6 +174,12 @@ class TicTacToeEnv:
         cells = " ".join(names[c] for c in self._state.board)
         return cells if self._outcome is None else f"{cells} {self._outcome.value}"
 
+    def compact_action(self, action: str) -> str:
+        """A legal action as ONE word of the compact style (``"(2, 3)"`` -> ``"(2,3)"``,
+        ``"up, left"`` -> ``"up,left"``): the embedded tokenizer keeps every such word
+        whole, so a constrained choice is read at one position."""
+        return "".join(action.split())
+
     def legal_actions(self) -> list[str]:
         if self._outcome is not None:
             return []
