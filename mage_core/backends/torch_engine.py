@@ -267,37 +267,41 @@ def _query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor
     return out.logits[0]
 
 
-def evaluate_samples(
-    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
-) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-    """One forward pass over a micro-batch: per-sample log-probs and entropies.
+def right_padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    """``rows`` as one [R, L] id tensor, right-padded with 0 (the pad id is never
+    read: causal attention keeps real tokens from seeing the pads to their right)."""
+    length = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [0] * (length - len(r)) for r in rows], dtype=torch.long)
 
-    Returns (logps, entropies): free sample -> [len(response)] each; constrained
-    sample -> [1] each. Differentiable (call under ``torch.no_grad()`` to score).
-    Computed in float32 whatever the model's dtype. ``pack_prefixes``: see the
-    module docstring.
-    """
+
+def evaluate_flat(
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One forward pass over a micro-batch: the log-probs (and entropies) of every
+    sample's tokens, flat in sample order: [sum of num_tokens(s)] each (a free
+    sample's response tokens, one entry per constrained sample). Differentiable
+    (call under ``torch.no_grad()`` to score). Computed in float32 whatever the
+    model's dtype. ``pack_prefixes``: see the module docstring.
+
+    Flat, so that the loss of a mini-batch of thousands of one-token samples is
+    a few tensor ops and its backward one gather, not a graph node per sample."""
     plan = _plan(samples, pack_prefixes)
     device = next(model.parameters()).device
-    length = max(len(r) for r in plan.rows)
-    ids = torch.zeros((len(plan.rows), length), dtype=torch.long)  # right padding; pad id irrelevant
-    for i, row in enumerate(plan.rows):
-        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
     # No attention mask: with right padding and causal attention a real token
     # only ever attends to earlier, real tokens, so the mask would change nothing
     # we read, and without it torch takes its faster plain-causal path.
-    query_logits = _query_logits(model, ids.to(device), torch.tensor(plan.q_row, device=device),
+    query_logits = _query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
                                  torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
     query_logp = torch.log_softmax(query_logits, dim=-1)  # [Q, V]
     tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
                           torch.tensor(plan.tok_target, device=device)]  # [T]
 
     free_entropy = None
-    if with_entropy and plan.cand_tok_start > 0:
-        free_q = torch.tensor(plan.tok_q[: plan.cand_tok_start], device=device)
+    if with_entropy:
+        free_q = torch.tensor(plan.tok_q[: plan.cand_tok_start], device=device, dtype=torch.long)
         free_entropy = entropy_from_logits(query_logits[free_q])  # [T_free]
 
-    choice_logp = choice_entropy = None
+    choice_logp = choice_entropy = torch.zeros(0, device=device)
     if plan.choices:
         num_candidates = len(plan.cand_sample)
         cand_tok = tok_logp[plan.cand_tok_start:]  # [T_cand]
@@ -313,21 +317,28 @@ def evaluate_samples(
         if with_entropy:
             choice_entropy = entropy_from_logits(table)  # [S_c]
 
-    logps: list[torch.Tensor] = []
-    entropies: list[torch.Tensor] = []
+    # Sample order: a free sample's tokens sit at [start, start + n) of the free
+    # block, constrained sample k right after the free block, at its offset + k.
+    order: list[int] = []
     for entry in plan.layout:
         if entry[0] == "free":
-            _, start, n = entry
-            logps.append(tok_logp[start: start + n])
-            if free_entropy is not None:
-                entropies.append(free_entropy[start: start + n])
+            order.extend(range(entry[1], entry[1] + entry[2]))
         else:
-            k = entry[1]
-            assert choice_logp is not None
-            logps.append(choice_logp[k: k + 1])
-            if choice_entropy is not None:
-                entropies.append(choice_entropy[k: k + 1])
-    return logps, (entropies if with_entropy else None)
+            order.append(plan.cand_tok_start + entry[1])
+    index = torch.tensor(order, device=device, dtype=torch.long)
+    logp = torch.cat([tok_logp[: plan.cand_tok_start], choice_logp])[index]
+    entropy = torch.cat([free_entropy, choice_entropy])[index] if free_entropy is not None else None
+    return logp, entropy
+
+
+def evaluate_samples(
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
+) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    """``evaluate_flat`` split per sample: free sample -> [len(response)] each;
+    constrained sample -> [1] each."""
+    logp, entropy = evaluate_flat(model, samples, with_entropy, pack_prefixes)
+    counts = [num_tokens(s) for s in samples]
+    return list(logp.split(counts)), (list(entropy.split(counts)) if entropy is not None else None)
 
 
 def _validate(samples: Sequence[Sample], what: str) -> None:
@@ -476,21 +487,19 @@ class TorchEngine:
             real = k < len(batches)
             batch = batches[k] if real else batches[0]
             part = [samples[i] for i in batch]
-            logps, entropies = evaluate_samples(self.model, part, with_entropy=True,
-                                                pack_prefixes=self.pack_prefixes)
-            assert entropies is not None
-            logp = torch.cat(logps)  # [n_m]
-            entropy = torch.cat(entropies)  # [n_m]
-            old = torch.cat([old_logprobs[i].to(device, torch.float32) for i in batch])  # [n_m]
-            adv = torch.cat([torch.full((num_tokens(samples[i]),), float(samples[i].advantage),
-                                        device=device) for i in batch])  # [n_m]
+            logp, entropy = evaluate_flat(self.model, part, with_entropy=True,
+                                          pack_prefixes=self.pack_prefixes)  # [n_m] each
+            assert entropy is not None
+            old = torch.cat([old_logprobs[i] for i in batch]).to(device, torch.float32)  # [n_m]
+            adv = torch.tensor([samples[i].advantage for i in batch], dtype=torch.float32).repeat_interleave(
+                torch.tensor([num_tokens(samples[i]) for i in batch])).to(device)  # [n_m]
             mask = torch.ones_like(logp)
             share = logp.numel() / total if real else 0.0  # this micro-batch's share of the token-mean
             pg_loss, clip_frac, approx_kl = ppo_clip_loss(logp, old, adv, mask, loss.clip_ratio)
             entropy_mean = masked_mean(entropy, mask)
             objective = pg_loss - loss.entropy_coef * entropy_mean
             if ref_logprobs is not None:
-                ref = torch.cat([ref_logprobs[i].to(device, torch.float32) for i in batch])  # [n_m]
+                ref = torch.cat([ref_logprobs[i] for i in batch]).to(device, torch.float32)  # [n_m]
                 kl_mean = masked_mean(kl_penalty(logp, ref, loss.kl_estimator), mask)
                 objective = objective + loss.kl_coef * kl_mean
                 sums["kl"] += share * kl_mean.item()

@@ -83,6 +83,7 @@ class Response:
     logprob: float
     token_ids: list[int] | None = None
     choice: int | None = None
+    token_logprobs: list[float] | None = None  # free mode: each token's, at temperature 1
 
 
 @dataclass
@@ -100,6 +101,17 @@ class Decision:
     invalid: bool
     penalty: float
     text: str
+    token_logprobs: list[float] | None = None  # free mode: the response's per-token log-probs
+
+    def old_logprobs(self) -> list[float]:
+        """The log-probabilities PPO's ratio compares against, as the rollout
+        sampled them (temperature 1): the choice's, or each response token's."""
+        if self.candidate_ids is not None:
+            return [self.logprob]
+        if self.token_logprobs is None:
+            raise ValueError("this free-mode decision kept no per-token log-probs (train.old_logprobs: "
+                             "rollout needs them); set train.old_logprobs: recompute")
+        return list(self.token_logprobs)
 
 
 @dataclass
@@ -202,6 +214,7 @@ class MetaEpisode:
             prompt_ids=request.prompt_ids, response_ids=response.token_ids,
             candidate_ids=request.candidate_ids, choice=response.choice, logprob=response.logprob,
             task_reward=reward, invalid=invalid, penalty=penalty, text=response.text,
+            token_logprobs=response.token_logprobs,
         ))
 
     def _finish_episode(self, outcome: Outcome) -> None:

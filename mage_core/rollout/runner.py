@@ -49,10 +49,9 @@ class PolicyActor:
         if constrained:
             scores = self.generator.score([requests[i].prompt_ids for i in constrained],
                                           [requests[i].candidate_ids for i in constrained])  # type: ignore[misc]
-            for i, per_candidate in zip(constrained, scores):
-                totals = torch.tensor([sum(tokens) for tokens in per_candidate], dtype=torch.float64)
-                choice = self._choose(totals, rng_of(i))
-                logprob = float(torch.log_softmax(totals, 0)[choice])
+            choices, logprobs = self._choose([[math.fsum(tokens) for tokens in per_candidate]
+                                              for per_candidate in scores], [rng_of(i) for i in constrained])
+            for i, choice, logprob in zip(constrained, choices, logprobs):
                 texts = requests[i].candidate_texts
                 assert texts is not None
                 responses[i] = Response(texts[choice], logprob, choice=choice)
@@ -60,17 +59,33 @@ class PolicyActor:
             generators: RowGenerators = [rng_of(i) for i in free] if per_request else rng  # type: ignore[assignment]
             generations = self.generator.generate([requests[i].prompt_ids for i in free], self.sampling, generators)
             for i, g in zip(free, generations):
-                responses[i] = Response(self.decode(g.token_ids), math.fsum(g.logprobs), token_ids=g.token_ids)
+                responses[i] = Response(self.decode(g.token_ids), math.fsum(g.logprobs), token_ids=g.token_ids,
+                                        token_logprobs=list(g.logprobs))
         assert all(r is not None for r in responses)
         return responses  # type: ignore[return-value]
 
-    def _choose(self, totals: torch.Tensor, rng: torch.Generator) -> int:
-        """Sample a candidate from softmax(totals / T); T = 0 is greedy."""
+    def _choose(self, totals: list[list[float]], rngs: list[torch.Generator]) -> tuple[list[int], list[float]]:
+        """Sample one candidate per row from softmax(totals / T) (T = 0: greedy),
+        all rows at once; returns the choices and their log-probabilities at
+        temperature 1 (what PPO's ratio compares against). ``totals[i]``: row i's
+        candidate scores; row i draws one uniform from ``rngs[i]`` (the same
+        generator object may serve several rows: it is then drawn in row order)
+        and takes the first candidate whose cumulative probability exceeds it
+        (inverse CDF), so its draw depends on nothing but its own generator."""
+        width = max(len(t) for t in totals)
+        table = torch.tensor([t + [-math.inf] * (width - len(t)) for t in totals], dtype=torch.float64)  # [B, C]
+        logp = torch.log_softmax(table, dim=1)  # [B, C]; missing candidates get -inf
         temperature = self.sampling.temperature
         if temperature == 0:
-            return int(torch.argmax(totals))
-        probs = torch.softmax(totals / temperature, 0)
-        return int(torch.multinomial(probs.float(), 1, generator=rng))
+            choice = table.argmax(dim=1)
+        else:
+            cumulative = torch.softmax(table / temperature, dim=1).cumsum(dim=1)  # [B, C]
+            uniform = torch.cat([torch.rand(1, generator=g, dtype=torch.float64, device=g.device).cpu()
+                                 for g in rngs])  # [B]
+            counts = torch.tensor([len(t) for t in totals])
+            choice = torch.minimum((cumulative < uniform[:, None]).sum(dim=1), counts - 1)
+        picked = logp.gather(1, choice[:, None])[:, 0]
+        return choice.tolist(), picked.tolist()
 
 
 def meta_episode_seeds(rng: torch.Generator, count: int) -> list[int]:

@@ -220,7 +220,10 @@ class MetaRLTrainer:
 
         samples = build_samples(metas, self.advantage_settings)
         samples_s = time.perf_counter() - started - rollout_s
-        old = self.engine.logprobs(samples)
+        if t.old_logprobs == "rollout":  # the weights that sampled them are the engine's own
+            old = [torch.tensor(d.old_logprobs(), dtype=torch.float32) for m in metas for d in m.decisions]
+        else:
+            old = self.engine.logprobs(samples)
         ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
         logprobs_s = time.perf_counter() - started - rollout_s - samples_s
         loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,

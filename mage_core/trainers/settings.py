@@ -138,6 +138,11 @@ class TrainConfig(Strict):
     entropy_coef_final: NonNegativeFloat = 0.002
     kl_coef: NonNegativeFloat = 0.0
     kl_estimator: Literal["low_var_kl", "kl", "abs", "mse"] = "low_var_kl"
+    # PPO's old log-probs: the rollout's own (the policy has not moved since it
+    # sampled them; one forward pass saved), or a fresh pass of the training
+    # engine (verl's way: right when rollouts run on another numeric path, e.g.
+    # vLLM in bf16).
+    old_logprobs: Literal["rollout", "recompute"] = "rollout"
     max_tokens_per_micro_batch: PositiveInt = 32768
     num_threads: PositiveInt = 1
     checkpoint_every: PositiveInt = 10

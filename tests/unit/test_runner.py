@@ -88,3 +88,22 @@ def test_decide_needs_one_generator_per_request(setup) -> None:
     # One shared generator still works (all requests draw from it in order).
     assert isinstance(actor, PolicyActor)
     assert len(actor.decide([request, request], torch.Generator().manual_seed(0))) == 2
+
+
+def test_rollout_logprobs_are_the_training_engines_own(setup) -> None:
+    # train.old_logprobs: rollout reuses what the rollout sampled with instead of a
+    # forward pass of the engine: the two must agree (same weights, another batch
+    # layout: left padding and a mask in the generator, packed rows in the engine).
+    from mage_core.backends.torch_engine import TorchEngine
+    from mage_core.trainers.batch import build_samples
+
+    trainer, specs, actor = setup
+    metas = trainer.build(specs, trainer.train_settings)
+    run_meta_episodes(metas, actor, torch.Generator().manual_seed(11))
+    engine = TorchEngine(trainer.generator.model, learning_rate=1e-3)
+    recomputed = engine.logprobs(build_samples(metas, trainer.advantage_settings))
+    reused = [d.old_logprobs() for m in metas for d in m.decisions]
+    assert [len(r) for r in reused] == [len(r) for r in recomputed]
+    flat = torch.tensor([x for r in reused for x in r])
+    assert flat.numel() > len(reused) or trainer.cfg.policy.action_mode == "constrained"
+    torch.testing.assert_close(flat, torch.cat(recomputed), atol=2e-5, rtol=0)
