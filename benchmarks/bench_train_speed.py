@@ -15,7 +15,8 @@ replays the last iteration's tokens through the bare model in one run:
 - rollout: one no-grad forward per turn over the prompts the policy answered at
   that turn (right-padded, no mask, the last position's logits only);
 - update: forward + backward over the rows the engine packs the samples into,
-  ``ppo_epochs`` times (a sum of the queried logits as the loss).
+  mini-batch by mini-batch and micro-batch by micro-batch as the engine cuts
+  them, ``ppo_epochs`` times (a sum of the queried log-softmax as the loss).
 
 and prints the ratio iteration / bare passes: how much the Python around the
 model costs. Absolute figures depend on the machine; the ratios do not.
@@ -61,11 +62,18 @@ def build(params: str, game: str, overrides: list[str], out: Path):
     return cfg, MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy)), model
 
 
+def _batch_tensors(samples):
+    from mage_core.backends.torch_engine import _plan, right_padded
+
+    plan = _plan(samples)
+    return right_padded(plan.rows), torch.tensor(plan.q_row), torch.tensor(plan.q_pos)
+
+
 def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, torch_rng: torch.Generator,
                 repeats: int) -> tuple[float, float, int, int]:
     """Seconds of the bare rollout forwards and update forward+backwards over one
     iteration's tokens (median of ``repeats``), and the token counts of each."""
-    from mage_core.backends.torch_engine import _plan, micro_batches
+    from mage_core.backends.torch_engine import micro_batches
     from mage_core.trainers.batch import build_samples
 
     metas = trainer.rollout(trainer.sample_specs(rng), trainer.train_settings, trainer.train_sampling(), torch_rng)
@@ -82,14 +90,13 @@ def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, 
         turn_batches.append(ids)
     samples = build_samples(metas, trainer.advantage_settings)
     budget = cfg.train.max_tokens_per_micro_batch
+    # The same mini-batches of whole meta-episodes as the update (their order does
+    # not change the cost), each cut into micro-batches by the same token budget.
+    bounds = np.cumsum([0] + [len(m.decisions) for m in metas])
     update_batches = []
-    for batch in micro_batches(samples, budget):
-        plan = _plan([samples[i] for i in batch])
-        length = max(len(r) for r in plan.rows)
-        ids = torch.zeros((len(plan.rows), length), dtype=torch.long)
-        for i, row in enumerate(plan.rows):
-            ids[i, : len(row)] = torch.tensor(row)
-        update_batches.append((ids, torch.tensor(plan.q_row), torch.tensor(plan.q_pos)))
+    for chunk in np.array_split(np.arange(len(metas)), cfg.train.mini_batches_per_epoch):
+        mini = [samples[i] for k in chunk for i in range(int(bounds[k]), int(bounds[k + 1]))]
+        update_batches += [_batch_tensors([mini[i] for i in batch]) for batch in micro_batches(mini, budget)]
     rollout_tokens = sum(int(b.numel()) for b in turn_batches)
     update_tokens = sum(int(b[0].numel()) for b in update_batches) * cfg.train.ppo_epochs
 
