@@ -293,6 +293,31 @@ class MetaRLTrainer:
         return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
 
 
+    def evaluate_exact(self) -> dict[str, float]:
+        """Kuhn Poker against a population of deterministic opponents: the exact
+        chips per hand of the greedy policy, every (opponent, seat) and deal
+        sequence enumerated (``mage_core.evaluation.kuhn_exact``), as
+        ``eval/.../chips_exact_ep{k}``. Empty for other games and for populations
+        with a stochastic opponent. Always in this process (the deals are fixed
+        on the built meta-episodes)."""
+        if self.game != "kuhn_poker":
+            return {}
+        from mage_core.evaluation.kuhn_exact import exact_greedy_specs, exact_values, fix_deals
+
+        k = self.eval_settings.num_episodes
+        cases = exact_greedy_specs(self.cfg.population.entries(self.game), self.cfg.opponents.settings(), k,
+                                   self.eval_settings.restart)
+        if cases is None:
+            return {}
+        metas = self.build([spec for spec, _, _ in cases], self.eval_settings)
+        fix_deals(metas, [deals for _, deals, _ in cases])
+        greedy = SamplingParams(temperature=0.0, max_new_tokens=self.cfg.policy.max_new_tokens,
+                                stop_token_ids=self.codec.stop_token_ids)
+        run_meta_episodes(metas, self.actor(greedy), torch.Generator().manual_seed(0))  # greedy: no draws
+        values = exact_values(metas, [p for _, _, p in cases], k, reward_unit(self.cfg, self.game)[0])
+        return {f"eval/{key}": v for key, v in values.items()}
+
+
 def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:
     """The number a run is judged by: final-episode chips (Kuhn) or success."""
     key = "chips" if game == "kuhn_poker" else "success"

@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
-from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, MOVE_NAMES, PASS, KuhnState, deal
+from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, KuhnState, deal
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class KuhnPokerEnv:
         self.agent_seat = agent_seat
         self._rng = check_generator(rng, "KuhnPokerEnv")
         self._cards: tuple[int, int] | None = None
+        self._fixed_deals: list[tuple[int, int]] = []
         self._state: KuhnState | None = None
         self._turn = 0
         self._done = False
@@ -92,8 +94,27 @@ class KuhnPokerEnv:
     # ------------------------------------------------------------------ life cycle
 
     def reset(self) -> None:
-        """Deal a new hand from the env's generator and start it."""
-        self._cards = deal(self._rng)
+        """Deal a new hand (the next fixed deal, if any; else from the env's
+        generator) and start it."""
+        self._cards = self._fixed_deals.pop(0) if self._fixed_deals else deal(self._rng)
+        self._start()
+
+    def fix_deals(self, deals: Sequence[tuple[int, int]]) -> None:
+        """Play these deals ((player 0's card, player 1's card), cards 0=J 1=Q 2=K)
+        in order: the current hand is dealt anew with the first (call it before
+        anything is played), each later ``reset()`` takes the next, and random
+        deals resume after the last. Exact evaluation enumerates every deal
+        sequence this way (``mage_core.evaluation.kuhn_exact``)."""
+        deals = [tuple(int(c) for c in d) for d in deals]
+        for d in deals:
+            if d not in DEALS:
+                raise ValueError(f"fix_deals: {d} is not a deal of two distinct cards from 0, 1, 2")
+        if not deals:
+            raise ValueError("fix_deals: give at least one deal")
+        if self._turn:
+            raise RuntimeError("fix_deals: the current hand is already being played")
+        self._fixed_deals = list(deals[1:])
+        self._cards = deals[0]  # type: ignore[assignment]
         self._start()
 
     def restart(self) -> None:
