@@ -45,10 +45,13 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
               iterations: int, overrides: list[str] = ()) -> Config:
     data = base.model_dump(mode="json")
     data["env"]["name"] = game
-    # The method preset decides the algorithm; the profile's tuning knobs that no
-    # preset changes (normalization, group scope) are kept.
-    data["algorithm"] = {"preset": method, "episode_norm": base.algorithm.episode_norm,
-                         "group_scope": base.algorithm.group_scope}
+    # The method preset decides the algorithm; the profile's tuning knobs
+    # (normalization, group scope) are kept where the preset leaves them at MAGE's.
+    from mage_core.trainers.presets import preset_values
+
+    chosen, mage = preset_values(method), preset_values("mage")
+    data["algorithm"] = {"preset": method, **{key: getattr(base.algorithm, key) for key in ("episode_norm", "group_scope")
+                                              if chosen[key] == mage[key]}}
     data["rollout"]["restart"] = restart
     data["rollout"]["early_stop"] = False  # all K episodes are played (the protocol)
     # The learning-rate and entropy schedules run over `iterations`; the time budget

@@ -117,12 +117,28 @@ def _raw(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarr
     return np.where(play, rewards, 0.0)
 
 
+def _final(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarray:
+    # R_{K'-1} on the last play step, 0 elsewhere; with no discount (FINAL_GAMMAS)
+    # every step's return is the final episode's reward.
+    placed = np.zeros_like(rewards)
+    last = int(episode[-1])
+    placed[_last_play_steps(episode, play)[-1]] = rewards[play & (episode == last)].sum()
+    return placed
+
+
 #: reward variant -> (how rewards are placed, whether returns cross episode boundaries).
 VARIANTS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]] = {
     "differential": (_differential, True),
     "cumulative": (_raw, True),
     "single_episode": (_raw, False),
+    # Beyond the paper (issue 12): the objective MAGE's differential rewards telescope
+    # to, R_{K'-1}, given whole to every step, undiscounted. MAGE's discounted
+    # differential return credits the last episode with R_{K-1} - R_{K-2} only and
+    # the first with 0.4 R_0 + 0.24 R_1 + 0.36 R_2 (K = 3, gamma_traj 0.6).
+    "final": (_final, True),
 }
+#: The discounts the "final" variant uses whatever gamma_step/gamma_traj say.
+FINAL_GAMMAS = (1.0, 1.0)
 
 
 def _variant(variant: str) -> tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]:
@@ -137,6 +153,7 @@ def place_rewards(variant: str, task_rewards: np.ndarray, episode: np.ndarray, i
     - ``differential`` (MAGE): ``d_k = R_k - R_{k-1}`` (``d_0 = R_0``) on the last play
       step of episode k, 0 elsewhere; the sum telescopes to ``R_{K'-1}``.
     - ``cumulative`` (LaMer) and ``single_episode``: the raw task rewards.
+    - ``final`` (beyond the paper): ``R_{K'-1}`` on the last play step, 0 elsewhere.
     Reflect steps always get 0 (METHOD.md section 4).
     """
     place, _ = _variant(variant)
@@ -193,8 +210,11 @@ def meta_episode_returns(
     gamma_step: float,
     gamma_traj: float,
 ) -> np.ndarray:
-    """``place_rewards`` then ``step_returns`` for one reward variant; shape ``[T]``."""
+    """``place_rewards`` then ``step_returns`` for one reward variant; shape ``[T]``.
+    The ``final`` variant is undiscounted (every step's return is ``R_{K'-1}``)."""
     _, cross_episode = _variant(variant)
+    if variant == "final":
+        gamma_step, gamma_traj = FINAL_GAMMAS
     placed = place_rewards(variant, task_rewards, episode, is_play)
     return step_returns(placed, episode, is_play, gamma_step, gamma_traj, cross_episode=cross_episode)
 
@@ -228,6 +248,8 @@ def batch_returns(
     place, cross_episode = _variant(variant)
     gamma_step = _check_gamma("gamma_step", gamma_step)
     gamma_traj = _check_gamma("gamma_traj", gamma_traj)
+    if variant == "final":
+        gamma_step, gamma_traj = FINAL_GAMMAS
     rewards = np.asarray(task_rewards, dtype=np.float64)
     episode = np.asarray(episode, dtype=np.int64)
     play = np.asarray(is_play, dtype=bool)
@@ -252,6 +274,7 @@ def batch_returns(
     rows = np.broadcast_to(np.arange(num_rows)[:, None], rewards.shape)
     np.add.at(totals, (rows[play], episode[play]), rewards[play])
     differential = place is _differential
+    last_episode = np.where(valid, episode, 0).max(axis=1) if num_rows else np.zeros(0, dtype=np.int64)
     deltas = np.diff(totals, axis=1, prepend=0.0) if differential else None
     returns = np.zeros_like(rewards)
     running = np.zeros(num_rows)
@@ -262,6 +285,8 @@ def batch_returns(
         if differential:
             assert deltas is not None
             reward = np.where(p & (current != k), deltas[index, np.minimum(k, num_episodes - 1)], 0.0)
+        elif place is _final:  # R_{K'-1} on the last play step of the row (current is still -1)
+            reward = np.where(p & (current == -1), totals[index, last_episode], 0.0)
         else:
             reward = np.where(p, rewards[:, t], 0.0)
         boundary = gamma_traj if cross_episode else 0.0

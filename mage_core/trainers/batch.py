@@ -24,7 +24,7 @@ from mage_core.rollout.meta_episode import MetaEpisode
 class AdvantageSettings:
     """The numbers of the ``algorithm`` section that the math needs."""
 
-    reward_variant: Literal["differential", "cumulative", "single_episode"]
+    reward_variant: Literal["differential", "cumulative", "single_episode", "final"]
     advantage: Literal["gigpo", "grpo"]
     episode_norm: Literal["mean_norm", "mean_std_norm"]
     step_weight: float
@@ -34,7 +34,7 @@ class AdvantageSettings:
     gamma_traj: float
     group_scope: Literal["task", "batch"] = "task"
     episode_score: Literal["episode_reward", "return"] = "episode_reward"
-    episode_baseline: Literal["group", "group_and_episode"] = "group"
+    episode_baseline: Literal["group", "group_and_episode", "group_episode_turn"] = "group"
 
 
 def episode_scores(totals: np.ndarray, variant: str) -> np.ndarray:
@@ -88,7 +88,14 @@ def build_samples(metas: Sequence[MetaEpisode], settings: AdvantageSettings) -> 
             # "group_and_episode" (an option beyond the paper): baselines per episode
             # index, so that later episodes' systematically different scores do not
             # shift their advantages (it also splits anchor clusters by episode).
-            groups.append(key if settings.episode_baseline == "group" else (*key, d.episode))
+            # "group_episode_turn" (beyond the paper, too): per (group, episode index,
+            # turn within the episode), the situation a decision is taken in.
+            if settings.episode_baseline == "group":
+                groups.append(key)
+            elif settings.episode_baseline == "group_and_episode":
+                groups.append((*key, d.episode))
+            else:
+                groups.append((*key, d.episode, d.turn))
             anchors.append(anchor_key(d.anchor, d.episode, spec.opponent, global_anchor=global_anchor,
                                       stationary=stationary))
             decisions.append(d)

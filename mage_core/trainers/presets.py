@@ -37,6 +37,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "lamer": {**_MAGE, "reward_variant": "cumulative"},
     "gigpo": _SINGLE,
     "grpo": {**_SINGLE, "advantage": "grpo"},
+    # Beyond the paper (issue 12): MAGE's meta-episodes (K episodes, memory) trained on
+    # the objective its differential rewards telescope to, the final episode's reward,
+    # given undiscounted to every decision, with a mean baseline per (opponent, seat,
+    # episode index, turn) over the whole batch and no std division. On the embedded
+    # model and fresh Kuhn deals this learned faster than MAGE's discounted
+    # differential return, which credits the last hand with R_K - R_{K-1} only
+    # (README, "Does it learn?"; the reward_design grid compares them).
+    "mage_final_return": {**_MAGE, "reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
+                          "episode_baseline": "group_episode_turn", "episode_norm": "mean_norm",
+                          "group_scope": "batch"},
     # Ablations of METHOD.md section 9.
     "ablation_cumulative": {**_MAGE, "reward_variant": "cumulative"},
     "ablation_single_episode_reward": {**_MAGE, "reward_variant": "single_episode"},

@@ -91,7 +91,7 @@ class AlgorithmConfig(Strict):
     preset: str = "mage"
     episodes_per_meta_episode: PositiveInt
     reflect: bool
-    reward_variant: Literal["differential", "cumulative", "single_episode"]
+    reward_variant: Literal["differential", "cumulative", "single_episode", "final"]
     advantage: Literal["gigpo", "grpo"]
     episode_norm: Literal["mean_norm", "mean_std_norm"]
     step_weight: NonNegativeFloat
@@ -102,7 +102,7 @@ class AlgorithmConfig(Strict):
     gamma_step: Probability
     gamma_traj: Probability
     episode_score: Literal["episode_reward", "return"]
-    episode_baseline: Literal["group", "group_and_episode"]
+    episode_baseline: Literal["group", "group_and_episode", "group_episode_turn"]
 
     @model_validator(mode="before")
     @classmethod

@@ -113,3 +113,33 @@ def test_batch_scope_draws_every_meta_episode_on_its_own() -> None:
     # paper population 0.3 / 0.3 / 0.4: within 4 standard errors (sqrt(0.24 / 2000) = 0.011)
     assert share == pytest.approx({"conservative": 0.3, "aggressive": 0.3, "intermediate": 0.4}, abs=0.045)
     assert abs(sum(s.agent_seat for s in specs) / 2000 - 0.5) < 0.045
+
+
+def test_final_return_with_per_situation_baselines() -> None:
+    # The "final" return and "group_episode_turn" baselines (beyond the paper): the agent
+    # moves first against aggressive holding the K, checks (turn 0), aggressive bets, and
+    # the agent folds (-5) or calls (+10) at turn 1, in each of the 3 hands (same deal).
+    case = Case("kuhn_poker", "aggressive", 0)
+    seed = next(s for s in range(200) if (e := case.build(s)).reset() is None
+                and e.compact_observation().startswith("K"))
+
+    def play(second: str) -> MetaEpisode:
+        base = meta_settings(Config(), "kuhn_poker", 3, True)
+        meta = MetaEpisode(MetaEpisodeSpec("kuhn_poker", "aggressive", 0, seed, 0), case.build(seed),
+                           MetaSettings(**{**base.__dict__, "restart": "same"}),
+                           encode=lambda t: [1], encode_action=lambda t: [2] if t == "mePASS" else [3])
+        while not meta.done:
+            request = meta.request()
+            action = "PASS" if meta.env.turn == 0 else second
+            meta.apply(request, Response(action, -0.69, choice=request.candidate_texts.index(action)))
+        return meta
+
+    folder, caller = play("PASS"), play("BET")
+    assert [e.reward for e in folder.episodes] == [-5.0] * 3 and [e.reward for e in caller.episodes] == [10.0] * 3
+    assert [d.turn for d in caller.decisions] == [0, 1] * 3
+    settings = AdvantageSettings("final", "gigpo", "mean_norm", 0.0, "global", "stationary", 0.95, 0.6,
+                                 group_scope="batch", episode_score="return", episode_baseline="group_episode_turn")
+    samples = build_samples([folder, caller], settings)
+    # Every decision's return is its meta-episode's last hand: -5 and +10. Each (episode, turn)
+    # group holds one decision of each: mean 2.5, advantages -7.5 and +7.5 (no std division).
+    assert [s.advantage for s in samples] == pytest.approx([-7.5] * 6 + [7.5] * 6)

@@ -162,6 +162,8 @@ def test_step_returns_equal_closed_form(steps: tuple[np.ndarray, ...], variant: 
     cross = variant != "single_episode"
     placed = place_rewards(variant, rewards, episode, is_play)
     ret = meta_episode_returns(variant, rewards, episode, is_play, g_step, g_traj)
+    if variant == "final":  # undiscounted whatever the gammas
+        g_step = g_traj = 1.0
     plays = np.flatnonzero(is_play)
     for t in range(len(rewards)):
         start = plays[plays >= t][0]  # a reflect step takes its episode's first play step
@@ -214,7 +216,7 @@ def test_gammas_out_of_range(gamma_step: float, gamma_traj: float, name: str) ->
         step_returns(rewards, episode, is_play, gamma_step, gamma_traj)
 
 
-@pytest.mark.parametrize("variant", ["differential", "cumulative", "single_episode"])
+@pytest.mark.parametrize("variant", ["differential", "cumulative", "single_episode", "final"])
 def test_batch_returns_equal_the_per_meta_episode_returns(variant: str) -> None:
     # Equivalence: the vectorised sweep over a padded batch against meta_episode_returns
     # and episode_returns row by row, on random meta-episodes of every structure
@@ -270,3 +272,19 @@ def test_batch_returns_reproduce_the_method_reference_check_and_reject_bad_rows(
                       0.95, 0.6)
     with pytest.raises(ValueError, match="one shape"):
         batch_returns("differential", rewards, episode[:, :3], play, valid, 0.95, 0.6)
+
+
+def test_final_variant_gives_every_step_the_last_episodes_reward_undiscounted() -> None:
+    # METHOD.md section 4's reference meta-episode (R = -10, 0, +10): every step's
+    # return is R_2 = 10, whatever the gammas; an early stop after episode 1 gives R_1.
+    from mage_core.algos.returns import batch_returns
+
+    rewards = np.array([0, 0, -10, 0, 0, 0, 0, 0, 0, 0, 0, 10], dtype=float)
+    episode = np.array([0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2])
+    play = np.array([1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1], dtype=bool)
+    np.testing.assert_array_equal(meta_episode_returns("final", rewards, episode, play, 0.95, 0.6), [10.0] * 12)
+    stopped = np.s_[:8]
+    np.testing.assert_array_equal(
+        meta_episode_returns("final", rewards[stopped], episode[stopped], play[stopped], 0.5, 0.5), [0.0] * 8)
+    returns, _ = batch_returns("final", rewards[None], episode[None], play[None], np.ones((1, 12), bool), 0.95, 0.6)
+    np.testing.assert_array_equal(returns[0], [10.0] * 12)
