@@ -125,8 +125,9 @@ def check_candidates(candidates: Sequence[Sequence[Sequence[int]]], num_prompts:
             candidate = [int(t) for t in candidate]
             if not candidate:
                 raise ValueError(f"candidates[{i}][{j}] is empty: every candidate needs at least one token")
-            for token in candidate:
-                check_token_id(token, vocab_size, f"candidates[{i}][{j}]")
+            if min(candidate) < 0 or max(candidate) >= vocab_size:  # checked one by one only to name it
+                for token in candidate:
+                    check_token_id(token, vocab_size, f"candidates[{i}][{j}]")
             checked.append(candidate)
         out.append(checked)
     return out

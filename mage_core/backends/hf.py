@@ -97,11 +97,14 @@ class HFGenerator:
         self, prompts: Sequence[Sequence[int]], candidates: Sequence[Sequence[Sequence[int]]]
     ) -> list[list[list[float]]]:
         """``out[i][j][t] = log p(candidates[i][j][t] | prompts[i] + candidates[i][j][:t])``."""
-        rows = [torch.tensor(row, dtype=torch.long) for row in check_prompts(prompts, self.vocab_size)]
-        cands = check_candidates(candidates, len(rows), self.vocab_size)
+        lists = check_prompts(prompts, self.vocab_size)
+        cands = check_candidates(candidates, len(lists), self.vocab_size)
+        single = all(len(c) == 1 for options in cands for c in options)
+        rows = lists if single else [torch.tensor(row, dtype=torch.long) for row in lists]
         results: list[list[list[float]]] = []
         for start, stop in self._chunks(len(rows)):
-            results.extend(self._score_batch(rows[start:stop], cands[start:stop]))
+            score = self._score_single_tokens if single else self._score_batch
+            results.extend(score(rows[start:stop], cands[start:stop]))  # type: ignore[arg-type]
         return results
 
     @torch.no_grad()
@@ -175,15 +178,17 @@ class HFGenerator:
             for t, lp, n in zip(token_ids, token_logprobs, lengths)
         ]
 
-    def _score_single_tokens(self, rows: list[torch.Tensor], cands: list[list[list[int]]]) -> list[list[list[float]]]:
+    def _score_single_tokens(self, rows: list[list[int]], cands: list[list[list[int]]]) -> list[list[list[float]]]:
         """Every candidate is one token (the constrained mode's common case): one
         forward over the right-padded prompts, without a mask or position ids (the
         faster plain-causal path; each row's positions count from 0 as when left
         padded with position ids), read at each prompt's last token."""
-        from mage_core.backends.torch_engine import _query_logits
+        from mage_core.backends.torch_engine import _query_logits, right_padded
 
+        if not rows:
+            return []
         lengths = torch.tensor([len(r) for r in rows], device=self.device)
-        ids = pad_sequence(rows, batch_first=True, padding_value=self.pad_token_id).to(self.device)
+        ids = right_padded(rows).to(self.device)
         # Only the B last hidden states go through the output layer.
         logits = _query_logits(self.model, ids, torch.arange(len(rows), device=self.device), lengths - 1)
         logp = torch.log_softmax(logits.float(), dim=-1)  # [B, V]
@@ -201,8 +206,6 @@ class HFGenerator:
         if not rows:
             return []
         multi = [(i, j) for i, options in enumerate(cands) for j, c in enumerate(options) if len(c) > 1]
-        if not multi:
-            return self._score_single_tokens(rows, cands)
         ids, mask, positions = self._left_pad(rows)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=bool(multi),
                          logits_to_keep=1)

@@ -147,7 +147,11 @@ class KuhnState:
             raise ValueError(f"cannot move in a finished hand (history {self.history_string()!r})")
         if move not in MOVES:
             raise ValueError(f"move must be 0 (PASS) or 1 (BET), got {move!r}")
-        return KuhnState(self.cards, self.history + (int(move),))
+        # Both parts are already checked: skip __post_init__ (a hot path of every rollout).
+        state = object.__new__(KuhnState)
+        object.__setattr__(state, "cards", self.cards)
+        object.__setattr__(state, "history", self.history + (int(move),))
+        return state
 
     def is_terminal(self) -> bool:
         return self.history in _TERMINALS
