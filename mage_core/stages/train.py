@@ -43,7 +43,7 @@ from mage_core.trainers.checkpoint import (
     restore_rng,
     unpack_engine_state,
 )
-from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline
+from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline, selection_score
 
 console = Console()
 
@@ -243,6 +243,14 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             "training over several GPUs (one rank per GPU, rollouts sharded over the ranks) is not built. "
             "Set backend.gpus: 1, and scale rollouts with rollout.workers (Ray)")
     device = stage_device(cfg)  # no CUDA for backend.gpus: 1 fails now
+    if cfg.train.select_on == "exact_greedy":
+        from mage_core.evaluation.kuhn_exact import exact_greedy_specs
+
+        if cfg.env.name != "kuhn_poker" or exact_greedy_specs(
+                cfg.population.entries("kuhn_poker"), cfg.opponents.settings(), 1, "same") is None:
+            raise ConfigError("params", ["train.select_on: exact_greedy needs env.name kuhn_poker and a population "
+                                         "of deterministic opponents (the exact sum runs over the deals only); "
+                                         "set train.select_on: sampled"])
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise NotImplementedError(
             "train: launched as one of several ranks (WORLD_SIZE > 1), which the train stage does not support "
@@ -320,9 +328,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 state.iteration = it + 1
                 if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
                     eval_metrics, eval_metas = trainer.evaluate()
+                    eval_metrics.update(trainer.evaluate_exact())
                     last_eval = (state.iteration, eval_metrics, eval_metas)
                     metrics.update(eval_metrics)
-                    score = headline(eval_metrics, trainer.game, k)
+                    score = selection_score(eval_metrics, trainer.game, k, t.select_on)
                     if score > state.best_score:
                         state.best_score, state.best_iteration = score, state.iteration
                         save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
@@ -340,12 +349,17 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                                   f"{state.iteration}")
                     break
         # The fixed set is deterministic: an evaluation at this very iteration is the final one.
-        final, final_metas = (last_eval[1], last_eval[2]) if last_eval[0] == state.iteration else trainer.evaluate()
+        if last_eval[0] == state.iteration:
+            final, final_metas = last_eval[1], last_eval[2]
+        else:
+            final, final_metas = trainer.evaluate()
+            final.update(trainer.evaluate_exact())
         logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
-        if headline(final, trainer.game, k) > state.best_score or not (out_dir / "best").exists():
+        final_score = selection_score(final, trainer.game, k, t.select_on)
+        if final_score > state.best_score or not (out_dir / "best").exists():
             # the final policy is evaluated on the same set: it may be the best (and with
             # eval_every 0 it is the only one evaluated)
-            state.best_score, state.best_iteration = headline(final, trainer.game, k), state.iteration
+            state.best_score, state.best_iteration = final_score, state.iteration
             save_policy(model, tokenizer, out_dir / "best")
         summary = {
             "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,

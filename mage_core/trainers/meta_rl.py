@@ -318,6 +318,13 @@ class MetaRLTrainer:
         return {f"eval/{key}": v for key, v in values.items()}
 
 
+def selection_score(metrics: dict[str, float], game: str, num_episodes: int, select_on: str) -> float:
+    """The figure that picks the best policy (``train.select_on``)."""
+    if select_on == "exact_greedy":
+        return metrics[f"eval/all/chips_exact_ep{num_episodes}"]
+    return headline(metrics, game, num_episodes)
+
+
 def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:
     """The number a run is judged by: final-episode chips (Kuhn) or success."""
     key = "chips" if game == "kuhn_poker" else "success"

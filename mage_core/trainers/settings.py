@@ -143,6 +143,10 @@ class TrainConfig(Strict):
     # engine (verl's way: right when rollouts run on another numeric path, e.g.
     # vLLM in bf16).
     old_logprobs: Literal["rollout", "recompute"] = "rollout"
+    # What picks the best policy (best/): the sampled evaluation's final-episode
+    # figure, or (Kuhn Poker against deterministic opponents) the exact value of
+    # the greedy policy, free of sampling noise (mage_core.evaluation.kuhn_exact).
+    select_on: Literal["sampled", "exact_greedy"] = "sampled"
     max_tokens_per_micro_batch: PositiveInt = 32768
     num_threads: PositiveInt = 1
     checkpoint_every: PositiveInt = 10

@@ -180,3 +180,20 @@ def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
     straight = train(cfg, tmp_path / "straight")
     assert_same(final_weights(out), final_weights(tmp_path / "straight"))
     assert finished["final_eval"] == again["final_eval"] == straight["final_eval"]
+
+
+def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_path: Path) -> None:
+    # Kuhn against the paper's deterministic archetypes: every evaluation also reports the
+    # exact greedy chips, and best/ is the evaluation with the highest of them.
+    cfg = parse_config({**PARAMS, "train": {**PARAMS["train"], "select_on": "exact_greedy"}})
+    summary = train(cfg, tmp_path / "run")
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evals = {rec["step"]: rec["eval/all/chips_exact_ep3"] for rec in lines if "eval/all/chips_exact_ep3" in rec}
+    assert sorted(evals) == [2, 4]
+    best_step = max(evals, key=lambda s: (evals[s], -s))
+    assert summary["best_score"] == evals[best_step] and summary["best_iteration"] == best_step
+    # A game without an exact sum is refused before anything is written.
+    ttt = parse_config({**PARAMS, "env": {"name": "tic_tac_toe"}, "train": {**PARAMS["train"], "select_on": "exact_greedy"}})
+    with pytest.raises(Exception, match="select_on: exact_greedy"):
+        train(ttt, tmp_path / "ttt")
+    assert not (tmp_path / "ttt").exists()
