@@ -76,6 +76,7 @@ def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int) -> tuple[dic
     report_cfg = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"seed": seed})})
     trainer.cfg = report_cfg
     metrics, _ = trainer.evaluate(per_opponent_seat=per_pair)
+    metrics.update(trainer.evaluate_exact())  # Kuhn: the greedy policy's exact value (no sampling noise)
     return metrics, trainer.eval_settings.num_episodes
 
 
@@ -115,6 +116,12 @@ def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, flo
     for col in ("figure", "value"):
         summary.add_column(col)
     summary.add_row("final-episode chips per hand", f"{final:+.4f}")
+    exact = metrics.get(f"eval/all/chips_exact_ep{k}")
+    if exact is not None:  # the greedy policy, every opponent, seat and deal enumerated
+        figures["population/final_chips_exact_greedy"] = exact
+        figures["population/ratio_to_ceiling_exact_greedy"] = exact / float(bayes)
+        summary.add_row("final-episode chips, greedy, exact", f"{exact:+.4f}")
+        summary.add_row("greedy exact: ratio to ceiling", f"{exact / float(bayes):.3f}")
     summary.add_row("first-episode chips per hand", f"{first:+.4f}")
     summary.add_row("final beats first", "yes" if final > first else "NO")
     summary.add_row("best non-adaptive strategy", analysis.format_fraction(Fraction(ceilings["best fixed strategy"])))
