@@ -69,3 +69,24 @@ def test_adhoc_tournament_writes_json(project_root: Path, mage_cmd: list[str], t
     assert summary["num_games"] == 20
     assert summary["loss_rate"] == 0.0  # perfect play never loses
     assert summary["win_rate"] + summary["draw_rate"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT")])
+def test_the_command_line_pins_cpu_kernels_unless_the_environment_chose(preset: str | None, expected: str) -> None:
+    # Bit-reproducible CPU runs across x86 machines: `mage` sets ATEN_CPU_CAPABILITY,
+    # MKL_CBWR and ONEDNN_MAX_CPU_ISA before torch loads; a value already set wins.
+    import os
+
+    code = (
+        "import os\n"
+        "from mage_core.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import torch\n"
+        "print(os.environ['MKL_CBWR'], os.environ['ONEDNN_MAX_CPU_ISA'], torch.backends.cpu.get_cpu_capability())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")}
+    if preset is not None:
+        env["ATEN_CPU_CAPABILITY"] = preset
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].split() == ["AVX2", "AVX2", expected]
