@@ -183,14 +183,14 @@ class HFGenerator:
         forward over the right-padded prompts, without a mask or position ids (the
         faster plain-causal path; each row's positions count from 0 as when left
         padded with position ids), read at each prompt's last token."""
-        from mage_core.backends.torch_engine import _query_logits, right_padded
+        from mage_core.backends.torch_engine import query_logits, right_padded
 
         if not rows:
             return []
         lengths = torch.tensor([len(r) for r in rows], device=self.device)
         ids = right_padded(rows).to(self.device)
         # Only the B last hidden states go through the output layer.
-        logits = _query_logits(self.model, ids, torch.arange(len(rows), device=self.device), lengths - 1)
+        logits = query_logits(self.model, ids, torch.arange(len(rows), device=self.device), lengths - 1)
         logp = torch.log_softmax(logits.float(), dim=-1)  # [B, V]
         flat = [(i, c[0]) for i, options in enumerate(cands) for c in options]
         index = torch.tensor(flat, dtype=torch.long, device=self.device).reshape(-1, 2)
@@ -205,8 +205,8 @@ class HFGenerator:
     def _score_batch(self, rows: list[torch.Tensor], cands: list[list[list[int]]]) -> list[list[list[float]]]:
         if not rows:
             return []
-        multi = [(i, j) for i, options in enumerate(cands) for j, c in enumerate(options) if len(c) > 1]
         ids, mask, positions = self._left_pad(rows)
+        multi = [(i, j) for i, options in enumerate(cands) for j, c in enumerate(options) if len(c) > 1]
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=bool(multi),
                          logits_to_keep=1)
         first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # [B, V]: log p(c[0] | prompt)

@@ -233,7 +233,7 @@ def _plan(samples: Sequence[Sample], pack_prefixes: bool = True) -> _Plan:
     return plan
 
 
-def _query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
+def query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
                   q_pos: torch.Tensor) -> torch.Tensor:
     """The model's logits at (q_row[q], q_pos[q]) for every query q: [Q, V].
 
@@ -290,7 +290,7 @@ def evaluate_flat(
     # No attention mask: with right padding and causal attention a real token
     # only ever attends to earlier, real tokens, so the mask would change nothing
     # we read, and without it torch takes its faster plain-causal path.
-    query_logits = _query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
+    query_logits = query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
                                  torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
     query_logp = torch.log_softmax(query_logits, dim=-1)  # [Q, V]
     tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
