@@ -290,16 +290,16 @@ def evaluate_flat(
     # No attention mask: with right padding and causal attention a real token
     # only ever attends to earlier, real tokens, so the mask would change nothing
     # we read, and without it torch takes its faster plain-causal path.
-    query_logits = query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
-                                 torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
-    query_logp = torch.log_softmax(query_logits, dim=-1)  # [Q, V]
+    logits = query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
+                          torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
+    query_logp = torch.log_softmax(logits, dim=-1)  # [Q, V]
     tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
                           torch.tensor(plan.tok_target, device=device)]  # [T]
 
     free_entropy = None
     if with_entropy:
         free_q = torch.tensor(plan.tok_q[: plan.cand_tok_start], device=device, dtype=torch.long)
-        free_entropy = entropy_from_logits(query_logits[free_q])  # [T_free]
+        free_entropy = entropy_from_logits(logits[free_q])  # [T_free]
 
     choice_logp = choice_entropy = torch.zeros(0, device=device)
     if plan.choices:
