@@ -194,8 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suites", default="all", choices=["in_domain", "ood", "all"],
                    help="which suites to play (default: %(default)s)")
     p.add_argument("--per-pair", type=int, metavar="N",
-                   help="meta-episodes per (opponent, seat) (Sokoban: levels) per suite "
-                        "(default: evaluation.meta_episodes_per_opponent_seat)")
+                   help="meta-episodes per (opponent, seat) (Sokoban: levels) per suite (default: "
+                        "reproduce.eval_per_pair with --run, else evaluation.meta_episodes_per_opponent_seat)")
     p.set_defaults(func=_cmd_evaluate)
 
     p = sub.add_parser("reproduce", help="the paper reproduction: every stage of dvc.yaml as one Prefect flow",

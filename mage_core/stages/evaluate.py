@@ -155,6 +155,8 @@ def run(params: str, policy: str, out: str, which: str = "all", per_opponent_sea
         problems.append(f"--per-pair: must be >= 1, got {per_opponent_seat}")
     if problems:
         raise ConfigError("command line", problems)
+    if per_opponent_seat is None and run is not None:  # a run of the reproduction: its own eval size
+        per_opponent_seat = cfg.reproduce.eval_per_pair
     evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat)
     console.print(f"trial table and metrics written to {out}")
     return 0
