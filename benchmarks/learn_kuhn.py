@@ -6,6 +6,7 @@ Usage::
     python benchmarks/learn_kuhn.py --method mage --restart same --minutes 30
     python benchmarks/learn_kuhn.py --method gigpo --minutes 30
     python benchmarks/learn_kuhn.py --game tic_tac_toe --method mage --minutes 30
+    python benchmarks/learn_kuhn.py --game sokoban --method mage --minutes 15
     python benchmarks/learn_kuhn.py --report-only artifacts/bench/kuhn_poker-mage-fresh
 
 Trains the embedded tiny Qwen3 (params.yaml, with the overrides below) for a
@@ -64,13 +65,13 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
     return parse_config(data, "benchmark overrides")
 
 
-def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int) -> tuple[dict[str, float], int]:
+def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int, policy: str = "best") -> tuple[dict[str, float], int]:
     from mage_core.backends.hf import HFGenerator
     from mage_core.policy.model import load_policy
     from mage_core.stages.train import make_codec
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
-    model, tokenizer = load_policy(out / "best")
+    model, tokenizer = load_policy(out / policy)
     trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),  # type: ignore[arg-type]
                             make_codec(tokenizer))
     report_cfg = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"seed": seed})})
@@ -132,7 +133,8 @@ def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, flo
 
 
 def ttt_table(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
-    table = Table(title="Tic-Tac-Toe: win (and win+draw) rate by episode index (fixed report set)")
+    """Tic-Tac-Toe (per opponent and seat) and Sokoban (one group): success and draw rates."""
+    table = Table(title=f"{cfg.env.name}: success (and success+draw) rate by episode index (fixed report set)")
     table.add_column("opponent / seat")
     for i in range(1, k + 1):
         table.add_column(f"ep{i} win", justify="right")
@@ -155,7 +157,7 @@ def ttt_table(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
-    parser.add_argument("--game", default="kuhn_poker", choices=["kuhn_poker", "tic_tac_toe"])
+    parser.add_argument("--game", default="kuhn_poker", choices=["kuhn_poker", "tic_tac_toe", "sokoban"])
     parser.add_argument("--method", default="mage")
     parser.add_argument("--restart", default="fresh", choices=["fresh", "same"])
     parser.add_argument("--minutes", type=float, default=30.0, help="training wall-clock budget")
@@ -167,6 +169,8 @@ def main() -> None:
                         help="override a params key after the method preset, e.g. algorithm.grouping=pooled")
     parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
     parser.add_argument("--report-only", metavar="DIR", help="skip training; report on DIR's best policy")
+    parser.add_argument("--untrained", action="store_true",
+                        help="also report the untrained policy (policy-init) on the same set, for comparison")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -188,7 +192,14 @@ def main() -> None:
         "threads": args.threads, "per_pair": args.per_pair, "report_seed": args.report_seed, "overrides": args.set,
         "training": {k_: v for k_, v in training.items() if k_ != "final_eval"},
         "report_metrics": metrics, "figures": figures, "wall_minutes": (time.monotonic() - started) / 60,
+        "untrained_metrics": evaluate_best(cfg, out, args.per_pair, args.report_seed, "policy-init")[0]
+        if args.untrained else None,
     }
+    if report["untrained_metrics"] is not None:
+        unit = "chips" if args.game == "kuhn_poker" else "success"
+        before, after = report["untrained_metrics"], metrics
+        console.print("untrained -> trained, " + unit + " by episode: " + ", ".join(
+            f"ep{i} {before[f'eval/all/{unit}_ep{i}']:.3f} -> {after[f'eval/all/{unit}_ep{i}']:.3f}" for i in range(1, k + 1)))
     write_json_atomic(out / "report.json", report)
     console.print(f"report written to {out / 'report.json'}")
     print(json.dumps(figures, indent=1, sort_keys=True)[:2000])
