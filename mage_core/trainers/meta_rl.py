@@ -222,6 +222,7 @@ class MetaRLTrainer:
         samples_s = time.perf_counter() - started - rollout_s
         if t.old_logprobs == "rollout":  # the weights that sampled them are the engine's own
             old = [torch.tensor(d.old_logprobs(), dtype=torch.float32) for m in metas for d in m.decisions]
+            assert len(old) == len(samples)  # build_samples keeps the meta-episodes' decision order
         else:
             old = self.engine.logprobs(samples)
         ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
@@ -273,12 +274,14 @@ class MetaRLTrainer:
     # -- evaluation -------------------------------------------------------------------------------
 
     def evaluate(self, per_opponent_seat: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
-        """The fixed evaluation set of the training population (in-domain)."""
+        """The fixed evaluation set of the training population (in-domain), and for
+        Kuhn Poker against deterministic opponents the greedy policy's exact value
+        (``evaluate_exact``: ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``)."""
         suite = suites_for(self.cfg, "in_domain")[0]
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat)
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
-        return {f"eval/{k}": v for k, v in summary.items()}, metas
+        return {**{f"eval/{k}": v for k, v in summary.items()}, **self.evaluate_exact()}, metas
 
     def run_suite(self, suite: Suite, per_opponent_seat: int) -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
@@ -291,7 +294,6 @@ class MetaRLTrainer:
                                   max_new_tokens=self.cfg.policy.max_new_tokens,
                                   stop_token_ids=self.codec.stop_token_ids)
         return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
-
 
     def evaluate_exact(self) -> dict[str, float]:
         """Kuhn Poker against a population of deterministic opponents: the exact
