@@ -25,7 +25,7 @@ from pydantic import (
 from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
 from mage_core.schema import NonNegativeFloat, PositiveInt, Probability, Strict
-from mage_core.trainers.presets import PRESET_POPULATIONS
+from mage_core.trainers.presets import GAME_VALUES, PRESET_POPULATIONS
 from mage_core.trainers.settings import (
     AlgorithmConfig,
     BackendConfig,
@@ -384,6 +384,21 @@ class Config(Strict):
             return data
         population = data.get("population") if isinstance(data.get("population"), dict) else {}
         return {**data, "population": {**implied, **population}}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_for_game(cls, data: Any) -> Any:
+        """The presets' per-game values for ``env.name`` (``GAME_VALUES``: gamma_traj
+        0.9 on Sokoban, METHOD.md section 4); algorithm keys set explicitly win."""
+        if not isinstance(data, dict):
+            return data
+        env, default = data.get("env"), EnvConfig.model_fields["name"].default
+        game = env.get("name", default) if isinstance(env, dict) else getattr(env, "name", default)
+        values = GAME_VALUES.get(game) if isinstance(game, str) else None
+        algorithm = data.get("algorithm", {})
+        if not values or not isinstance(algorithm, dict):
+            return data
+        return {**data, "algorithm": {**values, **algorithm}}
 
     @model_validator(mode="after")
     def _rollout_workers_copy_an_hf_policy(self) -> "Config":

@@ -101,7 +101,10 @@ class Env(Protocol):
     ``restart()`` returns to exactly that initial state (the same board, deal or
     level) for the next episode of a meta-episode; ``step`` plays one agent turn,
     including the opponent's replies. An invalid action (``None``) earns no task
-    reward, counts against the turn limit, and the opponent does not move.
+    reward, counts against the turn limit, and the opponent does not move; but an
+    episode that the turn limit ends after an invalid turn pays, on its last turn,
+    what brings its task-reward total down to ``legal_return_floor()`` (stalling
+    never pays more than the worst legal outcome; docs/rewards.md).
     """
 
     name: str
@@ -137,6 +140,12 @@ class Env(Protocol):
         ...
 
     def step(self, action: str | None) -> StepResult: ...
+
+    def legal_return_floor(self) -> float:
+        """A lower bound on the task-reward total that legal play of the current
+        episode can earn (its worst legal outcome, or below it); what an episode
+        stalled into the turn limit by invalid turns pays at most."""
+        ...
 
     @property
     def done(self) -> bool: ...

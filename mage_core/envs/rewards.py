@@ -24,3 +24,19 @@ def length_penalty(num_response_tokens: int, max_response_tokens: int, coef: flo
 def invalid_action_penalty(invalid: bool, penalty: float) -> float:
     """``penalty`` for a turn with no parsable legal action, else 0 (paper: 0.5)."""
     return penalty if invalid else 0.0
+
+
+def stalled_timeout_reward(reward_so_far: float, turn_reward: float, legal_return_floor: float) -> float:
+    """The task reward of the turn on which the turn limit ends an episode that had
+    at least one invalid turn (docs/rewards.md, "Stalling").
+
+    An invalid turn earns no task reward and the opponent does not move (METHOD.md
+    section 2), so without this rule a policy could stall into a timeout and pay
+    less than a legal loss (six invalid Kuhn turns cost 6 x 0.5 = 3 against 5 for
+    a fold). The final turn pays what brings the episode's task-reward total to
+    ``min(reward_so_far + turn_reward, legal_return_floor)``, where the floor is a
+    lower bound on what legal play of the episode can earn: such an episode never
+    pays more than the worst legal outcome, and its invalid-action penalties come
+    on top.
+    """
+    return min(reward_so_far + turn_reward, legal_return_floor) - reward_so_far

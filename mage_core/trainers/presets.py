@@ -1,8 +1,12 @@
 """Named methods: the paper's baselines and ablations (METHOD.md section 9).
 
 A preset fills the ``algorithm`` keys a params file leaves unset; keys given
-explicitly win. Population ablations also name the population presets they
-train against (applied unless params.yaml names a population itself).
+explicitly win. A few values depend on the game (``GAME_VALUES``: gamma_traj
+0.9 on Sokoban); ``preset_values(name, game)`` applies them, and the config
+resolves a preset for ``env.name``. Population ablations also name the
+population presets they train against (applied unless params.yaml names a
+population itself). ``tests/unit/test_presets.py`` pins every preset to
+METHOD.md.
 """
 
 from __future__ import annotations
@@ -32,9 +36,30 @@ _MAGE: dict[str, Any] = {
 _SINGLE = {**_MAGE, "episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "single_episode",
            "group_size": 24}
 
+#: LaMer (Jiang et al. 2025, arXiv 2512.16848), the paper's meta-RL baseline: MAGE's
+#: meta-episodes and step return with LaMer's cumulative reward ("Cumulative Return
+#: (LAMER-style): Uses absolute performance, [R_k], with cross-episode propagation",
+#: MAGE paper section 4.4.1; METHOD.md section 4) and without MAGE's agent-specific
+#: normalization, i.e. groups (and GiGPO anchor clusters) that mix opponents. The
+#: paper credits that normalization to MAGE alone: "We further introduce an
+#: agent-specific advantage normalization technique to handle divergent reward
+#: distributions across opponents" (section 1); "Unlike previous works that focus on
+#: exploration, MAGE leverages population-based training and agent-specific
+#: normalization" (section 2, on LaMer); "In Tic-Tac-Toe, MAGE achieves a dominant
+#: terminal success rate against MCTS-100, significantly outperforming LAMER [...]
+#: These results validate that Opponent-Specific Advantage Normalization effectively
+#: stabilizes meta-learning across heterogeneous strategy populations" (section 4.2);
+#: and it calls stationary grouping "standard MAGE" against "Non-Stationary Grouping
+#: (mixed archetypes)" (section 4.4.2). LaMer itself is single-agent: its groups are
+#: the trials of one task, blind to who the opponent is. The paper says nothing else
+#: about how LaMer was trained, so every other key is MAGE's (advantage, anchor, group
+#: size, discounts). ``ablation_cumulative`` keeps MAGE's grouping instead: it isolates
+#: the reward design (METHOD.md section 9).
+_LAMER: dict[str, Any] = {**_MAGE, "reward_variant": "cumulative", "grouping": "non_stationary"}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "mage": _MAGE,
-    "lamer": {**_MAGE, "reward_variant": "cumulative"},
+    "lamer": _LAMER,
     "gigpo": _SINGLE,
     "grpo": {**_SINGLE, "advantage": "grpo"},
     # Beyond the paper (issue 12): MAGE's meta-episodes (K episodes, memory) trained on
@@ -47,7 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mage_final_return": {**_MAGE, "reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "episode_norm": "mean_norm",
                           "group_scope": "batch"},
-    # Ablations of METHOD.md section 9.
+    # Ablations of METHOD.md section 9 (one change to MAGE each).
     "ablation_cumulative": {**_MAGE, "reward_variant": "cumulative"},
     "ablation_single_episode_reward": {**_MAGE, "reward_variant": "single_episode"},
     "ablation_non_stationary_grouping": {**_MAGE, "grouping": "non_stationary"},
@@ -63,7 +88,16 @@ PRESET_POPULATIONS: dict[str, dict[str, str]] = {
 }
 
 
-def preset_values(name: str) -> dict[str, Any]:
+#: Per-game values of every preset (METHOD.md section 4: gamma_traj 0.6, Sokoban 0.9,
+#: as in MAGE's Sokoban training script). Explicit ``algorithm`` keys still win.
+GAME_VALUES: dict[str, dict[str, Any]] = {
+    "sokoban": {"gamma_traj": 0.9},
+}
+
+
+def preset_values(name: str, game: str | None = None) -> dict[str, Any]:
+    """The ``algorithm`` values of preset ``name``, with ``game``'s own values
+    (``GAME_VALUES``) when a game is given."""
     if name not in PRESETS:
         raise ValueError(f"unknown method preset {name!r}; presets: {', '.join(PRESETS)}")
-    return dict(PRESETS[name])
+    return {**PRESETS[name], **GAME_VALUES.get(game, {})} if game is not None else dict(PRESETS[name])

@@ -277,24 +277,32 @@ def test_no_fold_ever_reveals_the_card_and_rewards_are_5x_chips(name, seat):
             assert result.reward == 2.5 * env.state.returns()[seat]
 
 
-def test_invalid_actions_count_turns_and_timeout_pays_nothing():
+def test_invalid_actions_count_turns_and_a_stalled_hand_pays_the_worst_loss():
+    # Stalling rule (docs/rewards.md): a hand the turn limit ends pays -2 chips x 5 = -10.
     env = make_env((Q, J), 0, ARCHETYPES["aggressive"], max_turns=3)
+    assert env.legal_return_floor() == -10.0
     start = env.observation()
     for _ in range(2):
         result = env.step(None)
         assert (result.reward, result.done, result.invalid) == (0.0, False, True)
         assert env.state.history == () and env.observation() == start  # the opponent did not move
-    assert env.step("bet").invalid  # step takes canonical names only; parse_action maps synonyms
+    last = env.step("bet")
+    assert last.invalid  # step takes canonical names only; parse_action maps synonyms
+    assert (last.reward, last.done, last.outcome) == (-10.0, True, Outcome.TIMEOUT)
     assert env.done and env.turn == 3
     assert env.observation().endswith(
-        "Hand over: the turn limit was reached before the betting ended. No chips change hands.")
+        "Hand over: the turn limit was reached before the betting ended. No chips change hands, "
+        "but a stalled hand scores as the worst loss, -2 chips.")
     env.restart()
     assert not env.done and env.turn == 0 and env.observation() == start
     env.step(None)
     env.step(None)
     timeout = env.step("PASS")  # valid, the hand goes on (pb), but the turn limit ends it
-    assert (timeout.reward, timeout.done, timeout.invalid, timeout.outcome) == (0.0, True, False, Outcome.TIMEOUT)
+    assert (timeout.reward, timeout.done, timeout.invalid, timeout.outcome) == (-10.0, True, False, Outcome.TIMEOUT)
     assert timeout.info["agent_chips"] == 0 and timeout.info["opponent_card"] is None
+    # 2.5 per chip: the floor scales with it.
+    scaled = make_env((Q, J), 1, ARCHETYPES["conservative"], max_turns=2, reward_per_chip=2.5)
+    assert [scaled.step(None).reward for _ in range(2)] == [0.0, -5.0]
 
 
 def test_restart_replays_the_deal_and_reset_deals_anew():

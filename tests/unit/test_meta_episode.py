@@ -117,6 +117,20 @@ def test_invalid_free_action_counts_a_turn_and_is_penalized() -> None:
     assert meta.env.turn == 1 and not meta.env.done
 
 
+def test_stalling_to_the_turn_limit_costs_more_than_folding() -> None:
+    # Issue 12: six invalid turns used to cost 6 x 0.5 = 3 against 5 for a fold. Now the hand
+    # the turn limit ends pays -2 chips x 5 = -10 on its last turn, plus the six penalties.
+    meta = build(Case("kuhn_poker", "aggressive", 0), settings(action_mode="free", num_episodes=1), seed=0)
+    while not meta.done:
+        meta.apply(meta.request(), Response("I stall", 0.0, token_ids=[1]))
+    assert [d.task_reward for d in meta.decisions] == [0.0] * 5 + [-10.0]
+    assert [d.penalty for d in meta.decisions] == pytest.approx([0.5] * 6)
+    (episode,) = meta.episodes
+    assert (episode.reward, episode.outcome, episode.num_invalid) == (-10.0, Outcome.TIMEOUT, 6)
+    paid = sum(d.task_reward - d.penalty for d in meta.decisions)
+    assert paid == pytest.approx(-13.0) and paid < -5.0  # a fold pays -5
+
+
 def test_ttt_and_sokoban_meta_episodes_run_to_the_end() -> None:
     rng = np.random.default_rng(0)
     for case in (Case("tic_tac_toe", "pattern-corners", 0), Case("sokoban", None, 0)):

@@ -25,6 +25,7 @@ from mage_core.envs.sokoban import (
     solve,
     solve_reference,
 )
+from mage_core.envs.sokoban.env import sokoban_return_floor
 from mage_core.envs.sokoban.generate import reverse_search, room_topology
 from mage_core.envs.sokoban.level import cells_of
 from mage_core.envs.sokoban.solver import live_cells, state_shift
@@ -306,13 +307,45 @@ def test_invalid_action_timeout_and_restart() -> None:
     invalid = env.step(None)
     assert (invalid.reward, invalid.invalid, invalid.done, env.turn) == (0.0, True, False, 1)
     assert invalid.info["moves_applied"] == 0 and env.observation() == start_text
-    env.step("down, right")
+    assert env.step("down, right").reward == pytest.approx(-0.2)  # the push leaves the box off the target
     last = env.step("up")
     assert last.done and last.outcome is Outcome.TIMEOUT and env.turn == 3
+    # Stalling rule (docs/rewards.md): the floor is 3 turns x 3 moves x -0.1 = -0.9 (no box starts on a
+    # target), so the last turn pays -0.9 - (-0.2) = -0.7 instead of its own -0.1.
+    assert env.legal_return_floor() == pytest.approx(-0.9)
+    assert last.reward == pytest.approx(-0.7)
     env.restart()
     assert (env.turn, env.done, env.observation(), env.level) == (0, False, start_text, lv(AROUND))
     with pytest.raises(ValueError, match="canonical text"):
         env.step("Down")
+
+
+def test_stalled_timeout_pays_the_floor_and_a_legal_timeout_its_own_reward() -> None:
+    env = fixed_env(AROUND, max_turns=2)  # floor: 2 turns x 3 moves x -0.1 = -0.6
+    assert [env.step("up").reward for _ in range(2)] == pytest.approx([-0.1, -0.1])  # wall bumps, legal
+    env.restart()
+    assert [env.step(None).reward, env.step("up").reward] == pytest.approx([0.0, -0.6])
+    env.restart()  # the invalid turn does not carry over, and may come last
+    assert [env.step("up").reward, env.step(None).reward] == pytest.approx([-0.1, -0.5])
+
+
+def test_floor_counts_every_box_that_starts_on_a_target() -> None:
+    assert fixed_env(OFF_AND_ON).legal_return_floor() == pytest.approx(7 * 3 * -0.1 - 1.0)
+    env = fixed_env(OFF_AND_ON, max_turns=2)  # floor: 6 x -0.1 - 1 = -1.6
+    assert env.step(None).reward == 0.0
+    assert env.step("right").reward == pytest.approx(-1.6)  # its own reward would be -1.1 (box off)
+
+
+def test_floor_of_other_reward_settings_is_reached_by_legal_play() -> None:
+    # box_on_target 0.5 < 1: a box pushed off, on and off again loses 1.5; one turn of 3 moves
+    # allows exactly that: floor = 3 x -0.1 - 1 + 0.5 - 1 = -1.8, which legal play reaches.
+    settings = SokobanSettings(num_boxes=2, max_turns=1, box_on_target=0.5)
+    assert sokoban_return_floor(settings, 1) == pytest.approx(-1.8)
+    assert fixed_env(OFF_AND_ON, max_turns=1, box_on_target=0.5).step("right, right, right").reward == \
+        pytest.approx(-1.8)
+    # A negative solved bonus lowers the floor by itself; a positive step reward never raises it.
+    assert sokoban_return_floor(SokobanSettings(all_boxes_on_target=-2.0), 0) == pytest.approx(-2.1 - 2.0)
+    assert sokoban_return_floor(SokobanSettings(step_penalty=0.1), 2) == pytest.approx(-2.0)
 
 
 def test_reset_draws_new_levels_and_restart_replays_exactly() -> None:

@@ -241,14 +241,32 @@ def test_invalid_action_costs_a_turn_and_the_opponent_waits(action):
     assert env.state == before and env.turn == 1
 
 
-def test_timeout_at_max_turns():
+def test_timeout_after_an_invalid_turn_pays_the_loss_reward():
+    # Stalling rule (docs/rewards.md): the turn limit after an invalid turn pays min(loss_reward, 0).
     env = _env(seat=0, settings=TicTacToeSettings(max_turns=3))
+    assert env.legal_return_floor() == -10.0
     results = [env.step(None), env.step("(1, 1)"), env.step(None)]
     assert [r.done for r in results] == [False, False, True]
-    assert (results[-1].outcome, results[-1].reward, env.turn) == (Outcome.TIMEOUT, 0.0, 3)
-    assert env.observation().endswith("Game over: the turn limit of 3 was reached.")
+    assert [r.reward for r in results] == [0.0, 0.0, -10.0]
+    assert (results[-1].outcome, env.turn) == (Outcome.TIMEOUT, 3)
+    assert env.observation().endswith(
+        "Game over: the turn limit of 3 was reached. A game stalled by invalid moves counts as a loss.")
     with pytest.raises(RuntimeError, match="restart"):
         env.step("(2, 2)")
+    env.restart()  # the invalid turn of the last episode does not carry over
+    results = _play(env, [4, 1, 3])  # corners answers 0, 2, 6; the third turn hits the limit
+    assert [(r.reward, r.outcome) for r in results] == [(0.0, None), (0.0, None), (0.0, Outcome.TIMEOUT)]
+    assert env.observation().endswith("Game over: the turn limit of 3 was reached.")
+
+
+def test_stalled_timeout_follows_the_loss_reward_and_never_pays_above_zero():
+    mild = _env(seat=1, settings=TicTacToeSettings(max_turns=2, loss_reward=-4.0))
+    assert [mild.step(None).reward for _ in range(2)] == [0.0, -4.0]
+    # With every outcome positive a legal timeout (0) is the worst legal result.
+    positive = _env(seat=0, settings=TicTacToeSettings(max_turns=2, loss_reward=1.0, draw_reward=2.0,
+                                                       win_reward=3.0))
+    assert positive.legal_return_floor() == 0.0
+    assert [positive.step(None).reward for _ in range(2)] == [0.0, 0.0]
 
 
 def test_default_episode_times_out_after_eight_invalid_turns():
@@ -256,6 +274,7 @@ def test_default_episode_times_out_after_eight_invalid_turns():
     results = [env.step(None) for _ in range(8)]
     assert [r.done for r in results] == [False] * 7 + [True]
     assert results[-1].outcome is Outcome.TIMEOUT
+    assert [r.reward for r in results] == [0.0] * 7 + [-10.0]
 
 
 def test_restart_reproduces_the_initial_state_with_a_random_opener():

@@ -6,6 +6,13 @@ reward is ``reward_per_chip`` x the agent's net chips, given on the turn the
 hand ends (reference code: 5 x chips). ``restart()`` replays the same deal for
 the next episode of a meta-episode; ``reset()`` deals a new hand.
 
+Stalling (docs/rewards.md): legal play ends a hand within two agent turns, so
+only invalid turns (no move, the opponent waits) reach the turn limit. Such a
+hand pays ``legal_return_floor()`` = -2 chips x ``reward_per_chip``, the most a
+hand can lose, on its last turn; otherwise stalling (-0.5 per invalid turn)
+would beat folding (-1 chip = -5). Its ``agent_chips`` stay 0 (no chips changed
+hands), but its reward, and so the reported score, is the worst loss.
+
 Hidden information (section 2): the observation shows the opponent's card only
 after a showdown, never after a fold, and ``info`` follows the same rule.
 
@@ -30,6 +37,7 @@ import numpy as np
 
 from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
 from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, KuhnState, deal
+from mage_core.envs.rewards import stalled_timeout_reward
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,11 @@ class KuhnPokerEnv:
     def turn(self) -> int:
         return self._turn
 
+    def legal_return_floor(self) -> float:
+        """The worst task reward legal play can earn: losing a bet and a call,
+        -2 chips (any deal, seat and opponent); what a stalled hand pays."""
+        return -2 * self.settings.reward_per_chip
+
     @property
     def state(self) -> KuhnState:
         """The full game state (both cards): for rollouts' bookkeeping and
@@ -194,9 +207,12 @@ class KuhnPokerEnv:
             if self._state.is_terminal():
                 return self._finish()
         if self._turn >= self.settings.max_turns:
+            # Only invalid turns reach the limit (a legal hand ends within two
+            # agent turns): pay the floor (module docstring, "Stalling").
             self._done = True
             self._outcome = Outcome.TIMEOUT
-            return StepResult(0.0, True, move is None, Outcome.TIMEOUT, self._info())
+            reward = stalled_timeout_reward(0.0, 0.0, self.legal_return_floor())
+            return StepResult(reward, True, move is None, Outcome.TIMEOUT, self._info())
         return StepResult(0.0, False, move is None, None, self._info())
 
     def _opponent_moves(self) -> None:
@@ -290,7 +306,8 @@ class KuhnPokerEnv:
     def _result_text(self) -> str:
         state = self._live_state()
         if self._outcome is Outcome.TIMEOUT:
-            return "Hand over: the turn limit was reached before the betting ended. No chips change hands."
+            return ("Hand over: the turn limit was reached before the betting ended. No chips change hands, "
+                    "but a stalled hand scores as the worst loss, -2 chips.")
         chips = self._agent_chips()
         amount = f"{abs(chips)} chip{'s' if abs(chips) != 1 else ''}"
         result = f"you won {amount}" if chips > 0 else f"you lost {amount}"

@@ -8,6 +8,15 @@ when the number of boxes on targets rises / falls, ``all_boxes_on_target`` when
 the level is solved. The turn's reward is the SUM over its moves (the reference
 code kept only the last move's reward: a defect the issue asks to fix).
 
+Stalling (docs/rewards.md): an invalid turn moves nothing and costs no step
+penalty, so an episode that the turn limit ends after at least one invalid turn
+pays, on its last turn, what brings its task-reward total down to
+``legal_return_floor()`` (if it is above it): a lower bound on what legal play of
+the level can earn, ``max_turns x moves_per_turn`` step penalties plus one
+``box_off_target`` for every box that starts on a target (with gym-sokoban's
+rewards; ``sokoban_return_floor`` holds the general bound). Stalling never pays
+more than the worst legal play.
+
 Action words: only ``up``/``down``/``left``/``right`` (any case). Single letters
 (u/d/l/r) are rejected on purpose: the paper's format is words, and an
 abbreviation such as ``l`` is easily a typo of ``1``; being strict keeps the
@@ -24,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.rewards import stalled_timeout_reward
 from mage_core.envs.sokoban.generate import generate_level
 from mage_core.envs.sokoban.level import DIRECTION_IDS, DIRECTIONS, LEGEND, SokobanLevel, move_state
 
@@ -77,6 +87,31 @@ class _Turn:
     moves_applied: int
 
 
+def sokoban_return_floor(settings: SokobanSettings, boxes_on_target_at_start: int) -> float:
+    """A lower bound on the task-reward total of any legal episode of a level that
+    starts with ``boxes_on_target_at_start`` boxes on targets (docs/rewards.md).
+
+    Legal play makes at most ``max_turns x moves_per_turn`` primitive moves. Each
+    costs ``step_penalty``; each changes the number of boxes on targets by at most
+    one (a push moves one box), so with ``n_on`` moves that put a box on a target
+    and ``n_off`` that take one off, ``n_on + n_off`` is at most the number of moves
+    and ``n_off - n_on`` = boxes on targets at the start minus at the end; the
+    solved bonus comes at most once. The bound adds the three terms' minima. With
+    gym-sokoban's rewards (-0.1, +1, -1, +10) it is ``-0.1 x moves - start``: a box
+    pushed off and back on nets nothing, so the worst is every starting box off.
+    """
+    s = settings
+    num_moves = s.max_turns * s.moves_per_turn
+    start = boxes_on_target_at_start
+    box_terms = min(
+        s.box_on_target * n_on + s.box_off_target * (n_on + start - end)
+        for end in range(s.num_boxes + 1)
+        for n_on in range(num_moves + 1)
+        if n_on + start - end >= 0 and 2 * n_on + start - end <= num_moves
+    )
+    return num_moves * min(s.step_penalty, 0.0) + box_terms + min(s.all_boxes_on_target, 0.0)
+
+
 def _action_table(moves_per_turn: int) -> dict[str, tuple[int, ...]]:
     """Canonical action text -> direction ids, all 1..n-move sequences, shorter
     first, each length in ``itertools.product`` order of ``DIRECTIONS``."""
@@ -109,6 +144,9 @@ class SokobanEnv:
         self._boxes = 0
         self._turn = 0
         self._done = False
+        self._reward_so_far = 0.0  # task reward of the episode's turns so far
+        self._had_invalid = False
+        self._return_floor = 0.0
 
     # ----- life cycle -------------------------------------------------
     def reset(self) -> None:
@@ -128,6 +166,9 @@ class SokobanEnv:
         self._player, self._boxes = initial.player, initial.boxes
         self._turn = 0
         self._done = False
+        self._reward_so_far = 0.0
+        self._had_invalid = False
+        self._return_floor = sokoban_return_floor(self.settings, initial.boxes_on_target)
 
     # ----- views ------------------------------------------------------
     @property
@@ -137,6 +178,12 @@ class SokobanEnv:
     @property
     def turn(self) -> int:
         return self._turn
+
+    def legal_return_floor(self) -> float:
+        """A lower bound on the task-reward total of legal play of this level
+        (``sokoban_return_floor``); what a timed-out episode with an invalid turn pays."""
+        self._require_level()
+        return self._return_floor
 
     @property
     def initial_level(self) -> SokobanLevel:
@@ -206,7 +253,9 @@ class SokobanEnv:
     # ----- dynamics ---------------------------------------------------
     def step(self, action: str | None) -> StepResult:
         """Play one turn. ``None`` is an invalid action: no reward, no move,
-        but the turn counts (METHOD.md section 2)."""
+        but the turn counts (METHOD.md section 2); if the turn limit then ends an
+        episode that had an invalid turn, the last turn pays down to the floor
+        (module docstring)."""
         initial = self._require_level()
         if self._done:
             raise RuntimeError("SokobanEnv.step: the episode is over; call reset() or restart()")
@@ -224,12 +273,17 @@ class SokobanEnv:
         solved = self._boxes == initial.targets
         outcome = Outcome.WIN if solved else (Outcome.TIMEOUT if self._turn >= self.settings.max_turns else None)
         self._done = outcome is not None
+        self._had_invalid |= action is None
+        reward = turn.reward
+        if outcome is Outcome.TIMEOUT and self._had_invalid:
+            reward = stalled_timeout_reward(self._reward_so_far, reward, self._return_floor)
+        self._reward_so_far += reward
         info = {
             "boxes_on_target": (self._boxes & initial.targets).bit_count(),
             "moves_applied": turn.moves_applied,
             "solved": solved,
         }
-        return StepResult(reward=turn.reward, done=self._done, invalid=action is None, outcome=outcome, info=info)
+        return StepResult(reward=reward, done=self._done, invalid=action is None, outcome=outcome, info=info)
 
     def _play(self, initial: SokobanLevel, directions: tuple[int, ...]) -> _Turn:
         """Apply the moves one by one, summing gym-sokoban's per-move rewards;

@@ -7,6 +7,13 @@ cell is invalid: no task reward, the turn counts against ``max_turns``, the
 opponent does not move (METHOD.md section 2). Rewards: +10 win, -10 loss, 0 draw
 or timeout (METHOD.md sections 3 and 10).
 
+Stalling (docs/rewards.md): an episode that the turn limit ends after at least
+one invalid turn pays ``legal_return_floor()`` = ``min(loss_reward, 0)`` on its
+last turn, the worst a legal game can end with (a loss; 0 for a legal timeout,
+possible only with ``max_turns`` below 5), so invalid turns never buy a better
+result than losing. With the paper's 8 turns a legal game always ends first
+(the agent moves at most 5 times), so every timeout there had invalid turns.
+
 The observation is compact and deterministic: exact text equality of
 observations defines GiGPO's anchor states (METHOD.md section 5), so it holds
 the seat and the board and nothing that varies for the same position (no turn
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.rewards import stalled_timeout_reward
 from mage_core.envs.tic_tac_toe.rules import EMPTY, TicTacToeState, initial_state
 
 _MARKS = {EMPTY: ".", 1: "X", 2: "O"}
@@ -128,6 +136,7 @@ class TicTacToeEnv:
         self._moves: list[tuple[str, str]] = []
         self._turn = 0
         self._outcome: Outcome | None = None
+        self._had_invalid = False
 
     # -- life cycle ---------------------------------------------------------
 
@@ -141,6 +150,7 @@ class TicTacToeEnv:
         self._initial_moves = tuple(self._moves)
         self._turn = 0
         self._outcome = None
+        self._had_invalid = False
 
     def restart(self) -> None:
         """Back to this episode's initial state (same board, same opening)."""
@@ -150,6 +160,7 @@ class TicTacToeEnv:
         self._moves = list(self._initial_moves)
         self._turn = 0
         self._outcome = None
+        self._had_invalid = False
 
     # -- what the agent sees ------------------------------------------------
 
@@ -161,6 +172,8 @@ class TicTacToeEnv:
             footer = f"Your move as {mine}. Legal moves: {', '.join(self.legal_actions())}"
         elif self._outcome is Outcome.TIMEOUT:
             footer = f"Game over: the turn limit of {self.settings.max_turns} was reached."
+            if self._had_invalid:
+                footer += " A game stalled by invalid moves counts as a loss."
         else:
             footer = _RESULT_TEXT[self._outcome]
         return f"{header}\n{render_board(self._state.board)}\n{footer}"
@@ -215,6 +228,11 @@ class TicTacToeEnv:
         return self._finish_turn(invalid=False, agent_move=cell_to_action(cell),
                                  opponent_move=opponent_move)
 
+    def legal_return_floor(self) -> float:
+        """The worst task reward a legal game can end with: ``loss_reward``, or 0
+        if that is lower (a legal timeout); what a stalled game pays."""
+        return min(self.settings.loss_reward, 0.0)
+
     @property
     def done(self) -> bool:
         return self._outcome is not None
@@ -262,6 +280,7 @@ class TicTacToeEnv:
     def _finish_turn(self, invalid: bool, agent_move: str | None,
                      opponent_move: str | None) -> StepResult:
         """Settle the outcome and reward after the agent's turn (and reply)."""
+        self._had_invalid |= invalid
         reward = 0.0
         if self._state.is_terminal():
             winner = self._state.winner()
@@ -273,6 +292,8 @@ class TicTacToeEnv:
                 self._outcome, reward = Outcome.LOSS, self.settings.loss_reward
         elif self._turn >= self.settings.max_turns:
             self._outcome = Outcome.TIMEOUT
+            if self._had_invalid:  # no reward came before the end of a game
+                reward = stalled_timeout_reward(0.0, 0.0, self.legal_return_floor())
         info = {"agent_move": agent_move, "opponent_move": opponent_move}
         return StepResult(reward=float(reward), done=self._outcome is not None,
                           invalid=invalid, outcome=self._outcome, info=info)
