@@ -10,7 +10,9 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
 - ``metrics.json``: per suite, per (opponent, seat) and population-weighted:
   mean reward (Kuhn: chips) and success/draw rate per episode index, Pass@k,
   each with a 95% interval; for Kuhn the exact best-response value and the
-  exploitation ratio (final-episode chips over it);
+  exploitation ratio (final-episode chips over it), and, for suites of
+  deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
+  every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
 
 Files are written atomically; nothing is written if the contract fails. With
@@ -115,6 +117,9 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
             if game == "kuhn_poker":
                 summary.update(kuhn_exploitation(cfg, suite, summary, k))
+                # The greedy policy's exact value where the suite's opponents are deterministic.
+                exact = trainer.evaluate_exact(list(suite.entries))
+                summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
             headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
             console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "

@@ -29,7 +29,7 @@ from mage_core.backends.base import Generator, LossSettings, SamplingParams, Tra
 from mage_core.config import Config
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
 from mage_core.evaluation.suites import Suite, suite_seed, suites_for
-from mage_core.opponents.population import Population
+from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
 from mage_core.rollout.runner import PolicyActor, meta_episode_seeds, run_meta_episodes
@@ -295,20 +295,20 @@ class MetaRLTrainer:
                                   stop_token_ids=self.codec.stop_token_ids)
         return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
 
-    def evaluate_exact(self) -> dict[str, float]:
-        """Kuhn Poker against a population of deterministic opponents: the exact
-        chips per hand of the greedy policy, every (opponent, seat) and deal
-        sequence enumerated (``mage_core.evaluation.kuhn_exact``), as
-        ``eval/.../chips_exact_ep{k}``. Empty for other games and for populations
-        with a stochastic opponent. Always in this process (the deals are fixed
-        on the built meta-episodes)."""
+    def evaluate_exact(self, entries: Sequence[PopulationEntry] | None = None) -> dict[str, float]:
+        """Kuhn Poker against a population of deterministic opponents (default:
+        the training population): the exact chips per hand of the greedy policy,
+        every (opponent, seat) and deal sequence enumerated
+        (``mage_core.evaluation.kuhn_exact``), as ``eval/.../chips_exact_ep{k}``.
+        Empty for other games and for populations with a stochastic opponent.
+        Always in this process (the deals are fixed on the built meta-episodes)."""
         if self.game != "kuhn_poker":
             return {}
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs, exact_values, fix_deals
 
         k = self.eval_settings.num_episodes
-        cases = exact_greedy_specs(self.cfg.population.entries(self.game), self.cfg.opponents.settings(), k,
-                                   self.eval_settings.restart)
+        entries = self.cfg.population.entries(self.game) if entries is None else entries  # type: ignore[assignment]
+        cases = exact_greedy_specs(entries, self.cfg.opponents.settings(), k, self.eval_settings.restart)
         if cases is None:
             return {}
         metas = self.build([spec for spec, _, _ in cases], self.eval_settings)

@@ -41,6 +41,11 @@ def test_kuhn_suites_trials_and_metrics(policy: Path, tmp_path: Path) -> None:
     assert metrics["eval/in_domain/aggressive/first/best_response_value"] == pytest.approx(1 / 3)
     assert metrics["eval/in_domain/aggressive/first/exploitation_ratio"] == pytest.approx(
         rows[rows.episode == 3].score.mean() * 3)
+    # The greedy policy's exact chips where the suite's opponents are deterministic (the
+    # archetypes, CFR's argmax), none against the sampled CFR strategy; values are chips.
+    assert {"eval/in_domain/all/chips_exact_ep3", "eval/ood_cfr_argmax/all/chips_exact_ep3"} <= set(metrics)
+    assert not any(key.startswith("eval/ood_cfr/") and "_exact_" in key for key in metrics)
+    assert all(-2 <= v <= 2 for key, v in metrics.items() if "chips_exact_ep" in key)
     low, mid, high = (metrics[f"eval/ood_cfr/all/pass_at_3{s}"] for s in ("_low", "", "_high"))
     assert low <= mid <= high
     saved = json.loads((tmp_path / "a" / "metrics.json").read_text())
