@@ -74,9 +74,7 @@ def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int, policy: str 
     model, tokenizer = load_policy(out / policy)
     trainer = MetaRLTrainer(cfg, None, HFGenerator(model, pad_token_id=tokenizer.pad_token_id),  # type: ignore[arg-type]
                             make_codec(tokenizer))
-    report_cfg = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"seed": seed})})
-    trainer.cfg = report_cfg
-    metrics, _ = trainer.evaluate(per_opponent_seat=per_pair)  # Kuhn: with the greedy policy's exact value
+    metrics, _ = trainer.evaluate(per_opponent_seat=per_pair, seed=seed)  # Kuhn: with the exact greedy value
     return metrics, trainer.eval_settings.num_episodes
 
 

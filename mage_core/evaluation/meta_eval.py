@@ -26,16 +26,23 @@ def evaluation_specs(
 ) -> list[MetaEpisodeSpec]:
     """A fixed evaluation set: every (opponent, seat) of the population with
     positive probability, ``per_opponent_seat`` meta-episodes each, task seeds
-    from (seed, pair index, i). Identical on every call (METHOD.md section 8)."""
+    from (seed, pair index, i). Identical on every call (METHOD.md section 8).
+    Task seeds are 62-bit (as training's), so two sets of different ``seed``
+    share none in practice (the selection and report sets: a test checks it)."""
     if game == "sokoban":
-        seeds = np.random.SeedSequence([seed, 0]).generate_state(per_opponent_seat)
+        seeds = _task_seeds(seed, 0, per_opponent_seat)
         return [MetaEpisodeSpec(game, None, 0, int(s), i) for i, s in enumerate(seeds)]
     pairs = sorted(Population(entries).probabilities())
     specs = []
     for index, (opponent, seat) in enumerate(pairs):
-        seeds = np.random.SeedSequence([seed, index]).generate_state(per_opponent_seat)
+        seeds = _task_seeds(seed, index, per_opponent_seat)
         specs += [MetaEpisodeSpec(game, opponent, seat, int(s), len(specs) + i) for i, s in enumerate(seeds)]
     return specs
+
+
+def _task_seeds(seed: int, index: int, count: int) -> np.ndarray:
+    """``count`` 62-bit task seeds of (seed, index)."""
+    return np.random.SeedSequence([seed, index]).generate_state(count, dtype=np.uint64) >> np.uint64(2)
 
 
 def summarize(metas: Sequence[MetaEpisode], num_episodes: int, reward_per_unit: float = 1.0,
@@ -54,6 +61,13 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
     ``pass_at_{k}`` (k = 1..num_episodes), ``invalid_rate`` (invalid actions per
     turn), ``num_meta_episodes``. ``intervals`` adds ``<name>_low`` and
     ``<name>_high``: 95% Wilson intervals of rates, normal intervals of means.
+
+    Per-episode figures average over ALL meta-episodes, every key is present for
+    k = 1..num_episodes: a meta-episode that stopped early (``rollout.early_stop``,
+    after a success) counts at every later index as its last played episode:
+    succeeded, not drawn, with that episode's score (as the paper's curves count
+    a solved task as solved from then on). Without this, "success at episode K"
+    would average only the meta-episodes that had failed until then.
 
     ``weights`` (population probability of each (opponent, seat)) turns the
     ``all`` group into the population-weighted average of the pairs, which is
@@ -80,13 +94,15 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
                 turns += r["turns"]
                 if r["episode"] <= num_episodes:
                     by_episode[r["episode"] - 1].append(r)
+            last = episodes[-1]
+            for k in range(last["episode"] + 1, num_episodes + 1):  # stopped early: carried forward
+                by_episode[k - 1].append({**last, "draw": False})
         out[f"{g}/num_meta_episodes"] = float(n)
         out[f"{g}/invalid_rate"] = invalid / max(turns, 1)
         for k, played in enumerate(by_episode, start=1):
-            if played:
-                _mean(out, f"{g}/{unit}_ep{k}", [r["score"] for r in played], intervals)
-                _rate(out, f"{g}/success_ep{k}", sum(bool(r["success"]) for r in played), len(played), intervals)
-                _rate(out, f"{g}/draw_ep{k}", sum(bool(r["draw"]) for r in played), len(played), intervals)
+            _mean(out, f"{g}/{unit}_ep{k}", [r["score"] for r in played], intervals)
+            _rate(out, f"{g}/success_ep{k}", sum(bool(r["success"]) for r in played), len(played), intervals)
+            _rate(out, f"{g}/draw_ep{k}", sum(bool(r["draw"]) for r in played), len(played), intervals)
             _rate(out, f"{g}/pass_at_{k}", sum(f is not None and f <= k for f in first_success), n, intervals)
     if weights:
         _reweight_all(out, weights)

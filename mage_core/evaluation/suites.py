@@ -4,9 +4,11 @@ METHOD.md section 8: the in-domain suite is the training population; the
 out-of-domain suites come from ``evaluation.ood`` in params.yaml (Tic-Tac-Toe
 vs MCTS-1000, Kuhn vs sampled CFR and, named apart, argmax CFR, Sokoban with 1
 and 3 boxes after training on 2). Every suite is fixed by seed: the in-domain
-suite uses ``evaluation.seed`` itself (so it is the very set that training-time
-evaluation uses), each other suite a seed derived from its name, so adding or
-reordering suites changes no other suite.
+suite uses its base seed itself (``evaluation.seed`` for the report suites of
+``mage evaluate``; training-time evaluation plays the same suite from
+``evaluation.selection_seed``, a set of other task seeds, so the set that picks
+``best/`` is never the set a figure is reported on), each other suite a seed
+derived from its name, so adding or reordering suites changes no other suite.
 """
 
 from __future__ import annotations

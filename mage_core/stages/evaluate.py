@@ -130,7 +130,10 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     out_dir.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out_dir / "trials.parquet", frame.to_parquet(index=False))
     write_json_atomic(out_dir / "metrics.json", {"game": game, "episodes_per_meta_episode": k,
-                                                "policy": str(policy_dir), "metrics": metrics})
+                                                "policy": str(policy_dir), "metrics": metrics,
+                                                # the report set: never the set that picked the policy
+                                                "report_set": {"seed": cfg.evaluation.seed,
+                                                               "meta_episodes_per_opponent_seat": n}})
     write_text_atomic(out_dir / "transcripts.txt", "\n".join(samples))
     if cfg.tracking.mlflow:
         _track(cfg, policy_dir, out_dir, which, n, metrics)

@@ -361,6 +361,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),
             "best_score": state.best_score, "best_iteration": state.best_iteration, "final_eval": final,
             "config_digest": digest,
+            # The set these figures come from picked best/: report figures come from `mage evaluate`.
+            "selection_set": {"seed": cfg.evaluation.selection_seed, "select_on": t.select_on,
+                              "meta_episodes_per_opponent_seat": cfg.evaluation.meta_episodes_per_opponent_seat},
         }
         write_json_atomic(out_dir / "summary.json", summary)
         write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))

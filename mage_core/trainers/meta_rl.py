@@ -273,21 +273,25 @@ class MetaRLTrainer:
 
     # -- evaluation -------------------------------------------------------------------------------
 
-    def evaluate(self, per_opponent_seat: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
-        """The fixed evaluation set of the training population (in-domain), and for
-        Kuhn Poker against deterministic opponents the greedy policy's exact value
-        (``evaluate_exact``: ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``)."""
+    def evaluate(self, per_opponent_seat: int | None = None,
+                 seed: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
+        """The fixed selection set of the training population (in-domain; base
+        seed ``evaluation.selection_seed``, or ``seed``), and for Kuhn Poker against
+        deterministic opponents the greedy policy's exact value (``evaluate_exact``:
+        ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``)."""
         suite = suites_for(self.cfg, "in_domain")[0]
-        metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat)
+        metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
+                               self.cfg.evaluation.selection_seed if seed is None else seed)
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
         return {**{f"eval/{k}": v for k, v in summary.items()}, **self.evaluate_exact()}, metas
 
-    def run_suite(self, suite: Suite, per_opponent_seat: int) -> list[MetaEpisode]:
+    def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None) -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
-        seat); Sokoban: that many levels) with the evaluation sampling settings."""
+        seat); Sokoban: that many levels) with the evaluation sampling settings.
+        ``base_seed``: the set's seed (default ``evaluation.seed``, the report suites)."""
         e = self.cfg.evaluation
-        seed = suite_seed(e.seed, suite.name)
+        seed = suite_seed(e.seed if base_seed is None else base_seed, suite.name)
         specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed)
         env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,

@@ -184,10 +184,23 @@ class BackendConfig(Strict):
 
 
 class EvaluationConfig(Strict):
-    """A fixed evaluation set: the same meta-episodes every time (METHOD.md section 8)."""
+    """Fixed evaluation sets: the same meta-episodes every time (METHOD.md section 8).
+
+    Two sets of task seeds that never meet: ``selection_seed`` makes the set that
+    training-time evaluation plays to pick ``best/``; ``seed`` makes the report
+    suites of ``mage evaluate`` (Table 1). A figure reported on the set that chose
+    the checkpoint would be biased upward by the choice."""
 
     seed: NonNegativeInt = 20260303
+    selection_seed: NonNegativeInt = 20261124
     meta_episodes_per_opponent_seat: PositiveInt = 500
     temperature: NonNegativeFloat = 1.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     top_k: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _separate_sets(self) -> "EvaluationConfig":
+        if self.selection_seed == self.seed:
+            raise ValueError("selection_seed must differ from seed: the set that picks best/ must not be the set "
+                             "the figures are reported on")
+        return self

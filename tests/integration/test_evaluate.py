@@ -53,9 +53,11 @@ def test_kuhn_suites_trials_and_metrics(policy: Path, tmp_path: Path) -> None:
     # Fixed suites: a second run writes the same table.
     evaluate(cfg, policy, tmp_path / "b", "all", per_opponent_seat=3)
     pd.testing.assert_frame_equal(trials, pd.read_parquet(tmp_path / "b" / "trials.parquet"))
-    # The in-domain suite is the training-time evaluation set.
     only = evaluate(cfg, policy, tmp_path / "c", "in_domain", per_opponent_seat=3)
     assert only == {k: v for k, v in metrics.items() if k.startswith("eval/in_domain/")}
+    # The report set is named in the file, and it is not the training-time selection set.
+    assert saved["report_set"] == {"seed": cfg.evaluation.seed, "meta_episodes_per_opponent_seat": 3}
+    assert cfg.evaluation.selection_seed != cfg.evaluation.seed
 
 
 def test_sokoban_ood_suites_change_the_number_of_boxes(policy: Path, tmp_path: Path) -> None:

@@ -45,10 +45,27 @@ def test_chips_unit_divides_rewards() -> None:
     assert (m["all/chips_ep1"], m["all/chips_ep2"]) == (-1.0, 2.0)
 
 
-def test_early_stopped_meta_episodes_count_for_pass_at_k() -> None:
-    m = summarize([finished("a", 0, [W], [10]), finished("a", 0, [L, L, L], [-10] * 3)], 3)
-    assert m["all/pass_at_3"] == 0.5
-    assert m["all/success_ep1"] == 0.5 and m["all/success_ep2"] == 0.0  # ep2 only played by the second
+def test_early_stopped_meta_episodes_count_at_every_later_index() -> None:
+    # Early stop on: the first meta-episode won episode 1 and stopped; the second lost
+    # three times; the third lost, won episode 2 and stopped. Per-episode figures are
+    # over all three: a stopped one counts as its winning episode from then on.
+    m = summarize([finished("a", 0, [W], [10]), finished("a", 0, [L, L, L], [-10] * 3),
+                   finished("a", 0, [L, W], [-10, 10])], 3)
+    assert [m[f"all/success_ep{k}"] for k in (1, 2, 3)] == pytest.approx([1 / 3, 2 / 3, 2 / 3])
+    assert [m[f"all/reward_ep{k}"] for k in (1, 2, 3)] == pytest.approx([-10 / 3, 10 / 3, 10 / 3])
+    assert [m[f"all/pass_at_{k}"] for k in (1, 2, 3)] == pytest.approx([1 / 3, 2 / 3, 2 / 3])
+    assert m["all/draw_ep3"] == 0.0 and m["a/first/num_meta_episodes"] == 3
+    # When no meta-episode reaches episode 3, its keys are still there.
+    early = summarize([finished("a", 0, [W], [10]), finished("a", 0, [L, W], [-10, 10])], 3)
+    assert early["all/success_ep3"] == 1.0 and early["all/reward_ep3"] == 10.0
+
+
+def test_without_early_stop_every_index_averages_the_played_episodes() -> None:
+    # Early stop off: all K episodes played; a win need not repeat.
+    m = summarize([finished("a", 0, [W, L, W], [10, -10, 10]), finished("a", 0, [L, L, D], [-10, -10, 0])], 3)
+    assert [m[f"all/success_ep{k}"] for k in (1, 2, 3)] == pytest.approx([0.5, 0.0, 0.5])
+    assert [m[f"all/reward_ep{k}"] for k in (1, 2, 3)] == pytest.approx([0.0, -10.0, 5.0])
+    assert m["all/draw_ep3"] == 0.5 and m["all/pass_at_2"] == 0.5
 
 
 def test_evaluation_set_is_fixed_and_covers_every_pair() -> None:
@@ -70,3 +87,30 @@ def test_population_weights_reweight_the_all_group() -> None:
     assert weighted["all/success_ep1"] == pytest.approx(0.75)
     assert weighted["all/reward_ep1"] == pytest.approx(0.75 * 10 - 0.25 * 10)
     assert weighted["all/num_meta_episodes"] == 3
+
+
+@pytest.mark.parametrize("game", ["kuhn_poker", "tic_tac_toe", "sokoban"])
+def test_selection_and_report_sets_share_no_task_seed(game: str) -> None:
+    # Selection vs report (issue 12): the set that picks best/ (evaluation.selection_seed)
+    # and every report suite of `mage evaluate` (evaluation.seed) are disjoint, built by
+    # the real spec builders at the default seeds and sizes far above the CPU default's.
+    from mage_core.config import parse_config
+    from mage_core.evaluation.meta_eval import evaluation_specs
+    from mage_core.evaluation.suites import suite_seed, suites_for
+
+    cfg = parse_config({"env": {"name": game}})
+    e = cfg.evaluation
+    in_domain = suites_for(cfg, "in_domain")[0]
+    selection = {s.task_seed for s in evaluation_specs(game, list(in_domain.entries), 5000,
+                                                       suite_seed(e.selection_seed, in_domain.name))}
+    for suite in suites_for(cfg, "all"):
+        report = {s.task_seed for s in evaluation_specs(game, list(suite.entries), 5000, suite_seed(e.seed, suite.name))}
+        assert selection.isdisjoint(report), suite.name
+        assert all(0 <= seed < 2**62 for seed in report)
+
+
+def test_selection_seed_must_differ_from_the_report_seed() -> None:
+    from mage_core.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match="selection_seed must differ"):
+        parse_config({"evaluation": {"seed": 7, "selection_seed": 7}})
