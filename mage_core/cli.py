@@ -252,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ui", help="the MLflow UI on this project's tracking store (127.0.0.1)", description=(
         "Start the MLflow UI on MLFLOW_TRACKING_URI, or else this project's embedded store (mlflow.db), "
-        "listening on 127.0.0.1 only. Runs until Ctrl-C."), formatter_class=fmt)
+        "listening on 127.0.0.1 only, and print a link to the experiment's training runs (the UI's "
+        "'Machine learning' mode). Runs until Ctrl-C or SIGTERM, which stop its server processes too."),
+        formatter_class=fmt)
     p.add_argument("--params", default="params.yaml", metavar="PATH",
                    help="experiment parameters (default: %(default)s); its folder is the project")
     p.add_argument("--host", default="127.0.0.1", help="default: %(default)s")

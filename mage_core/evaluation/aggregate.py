@@ -47,7 +47,10 @@ EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat",
                    "best_response_value", "exploitation_ratio")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
-                    "iterations", "minutes", "best_score", "best_iteration")
+                    "iterations", "best_score", "best_iteration")
+#: What a training summary must hold; wall-clock time is not among them (it goes to MLflow only,
+#: so that summary.json, a DVC-cached output, is the same bytes on every run).
+SUMMARY_KEYS = ("iterations", "best_score", "best_iteration")
 
 _PER_EPISODE = re.compile(r"^(success|draw|chips|reward)_ep(\d+)(_low|_high)?$")
 _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
@@ -87,10 +90,9 @@ def load_runs(eval_root: Path, train_root: Path | None, runs: Mapping[str, tuple
         train_dir = train_root / run if train_root is not None else None
         if train_dir is not None and train_dir.is_dir():
             params, records = _read_jsonl(train_dir / "metrics.jsonl")
-            summary = _read_json(train_dir / "summary.json", ("iterations", "minutes", "best_score",
-                                                               "best_iteration"))
+            summary = _read_json(train_dir / "summary.json", SUMMARY_KEYS)
             curves += [{**ident, **c} for c in _curve_rows(records, env)]
-            row.update({key: summary[key] for key in ("iterations", "minutes", "best_score", "best_iteration")})
+            row.update({key: summary[key] for key in SUMMARY_KEYS})
             population = params.get(f"population.{env}")
             row["population"] = population if isinstance(population, str) else "custom"
             row["restart"] = params.get("rollout.restart")
@@ -329,7 +331,7 @@ def flat_metrics(tables: RunTables) -> dict[str, float]:
                     if not math.isnan(value):
                         out[prefix + name + suffix] = float(value)
     for r in tables.overview.itertuples():
-        for name in ("iterations", "minutes", "best_score", "best_iteration"):
+        for name in SUMMARY_KEYS:
             value = getattr(r, name)
             if value is not None and not pd.isna(value):
                 out[f"report/{r.env}/{r.method}/train_{name}"] = float(value)

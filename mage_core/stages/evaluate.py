@@ -105,6 +105,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     suites = suites_for(cfg, which)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
+    timings: dict[str, float] = {}  # eval/time/*: MLflow and the console, never metrics.json (a cached output)
     samples: list[str] = []
     with trainer, contextlib.closing(generator):  # the Ray rollout workers (rollout.workers > 0), vLLM's engine
         for suite in suites:
@@ -122,8 +123,11 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
                 summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
             headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
+            seconds = time.perf_counter() - started
+            timings[f"eval/time/{suite.name}_s"] = seconds
+            timings[f"eval/time/{suite.name}_meta_episodes_per_s"] = len(metas) / seconds
             console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "
-                          f"{headline:+.4f} ({len(metas)} meta-episodes, {time.perf_counter() - started:.1f} s)")
+                          f"{headline:+.4f} ({len(metas)} meta-episodes, {seconds:.1f} s)")
     frame = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     opponents = sorted({e.opponent for s in suites for e in s.entries} | {"none"})
     validate(frame, "trials", trial_rules(k, reward_bounds(cfg, game), opponents, [s.name for s in suites]))
@@ -136,7 +140,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
                                                                "meta_episodes_per_opponent_seat": n}})
     write_text_atomic(out_dir / "transcripts.txt", "\n".join(samples))
     if cfg.tracking.mlflow:
-        _track(cfg, policy_dir, out_dir, which, n, metrics)
+        _track(cfg, policy_dir, out_dir, which, n, {**metrics, **timings})
     return metrics
 
 

@@ -4,18 +4,23 @@ Composition root over ``mage_core.evaluation.aggregate``: for the runs given
 (run name -> (env, method)) it reads ``artifacts/eval/<run>/`` and, where it
 exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
 
-- ``table1.md`` / ``table1.csv``: methods x environments as in the paper's
-  Table 1 (METHOD.md section 9), in-domain suite, final episode, 95% intervals;
+- ``table1.md`` / ``table1.csv``: methods x environments in the layout of the
+  paper's Table 1 (METHOD.md section 9), in-domain suite, final episode, 95%
+  intervals;
 - ``per_opponent.md``: every suite, opponent and seat, every episode index;
 - ``adaptation.png``: the population's success (Kuhn: chips) by episode index;
 - ``training_curves.png``: train headline and policy entropy per iteration;
-- ``report.md``: all of the above with how to read them;
+- ``report.md``: all of the above with how to read them, and under Table 1 each
+  run's model, budget, seeds and every setting that differs from the paper profile
+  of its game (``mage_core.stages.run_settings``): the layout is the paper's, the
+  settings are not (the CPU default is a tiny model trained for minutes);
 - ``metrics.json``: flat ``report/<env>/<method>/<name>`` figures for DVC.
 
 Figures are drawn on ``matplotlib.figure.Figure`` with the Agg canvas rather
 than through pyplot: no global backend switch, no figure registry to leak, so
 the stage is safe inside a long-lived flow process. Every file is written
-atomically.
+atomically, and none holds a wall-clock time: the same params and outputs give
+the same bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from mage_core.evaluation.aggregate import (
     table1,
 )
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mage_core.stages.run_settings import RunSettings, settings_markdown
 
 #: Exact Kuhn values for K=3 hands, seat-averaged (METHOD.md section 11), keyed by
 #: (population preset, restart): (Bayes-optimal final-hand chips, best fixed strategy).
@@ -60,11 +66,15 @@ FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "traini
 
 
 def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Path | None,
-           out_dir: Path) -> dict[str, float]:
-    """Write the report files (module docstring); return the DVC metrics."""
+           out_dir: Path, settings: Mapping[str, RunSettings]) -> dict[str, float]:
+    """Write the report files (module docstring); return the DVC metrics. ``settings``
+    describes every run (``run_settings.run_settings`` of the params it was run with)."""
     if not runs:
         raise ValueError("no runs to report: pass at least one run name -> (env, method)")
     tables = load_runs(eval_root, train_root, runs)
+    missing = [run for run in runs if run not in settings]
+    if missing:
+        raise ValueError(f"no settings for run(s) {', '.join(missing)}: the report says what each run was")
     numbers, table_md = table1(tables.episodes)
     metrics = flat_metrics(tables)
     ceilings = kuhn_ceilings(tables.overview)
@@ -73,7 +83,8 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     write_text_atomic(out_dir / "per_opponent.md", per_opponent_markdown(per_opponent(tables.episodes)))
     write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
     write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
-    write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, ceilings, eval_root, train_root))
+    write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, ceilings, eval_root, train_root,
+                                                             {run: settings[run] for run in runs}))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
 
@@ -239,7 +250,9 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
 
 def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> str:
     text = ("**How to read this.** Every meta-episode plays K episodes against the same opponent (or task). "
-            "Table 1 is the paper's: the in-domain suite's final episode, population-weighted, with 95% intervals "
+            "Table 1 has the layout of the paper's, not necessarily its settings (each run's model, budget, seeds "
+            "and differences from the paper profile of its game are listed under it): the in-domain suite's "
+            "final episode, population-weighted, with 95% intervals "
             "(Wilson for rates, normal for means); Pass@K is the share of meta-episodes won at least once in K "
             "episodes. The adaptation curve plots the same population figure at every episode index k: a curve "
             "that rises with k means the agent uses what earlier episodes revealed (it explores, then exploits); "
@@ -260,15 +273,25 @@ def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | 
                    "hand takes.\n")
 
 
+def table1_title(settings: Mapping[str, RunSettings]) -> str:
+    """Table 1's heading, honest about the setting: the paper's only when every run
+    has a paper profile and differs from it in nothing compared."""
+    if all(s.paper_profile is not None and not s.differences for s in settings.values()):
+        return "Table 1 (the paper profiles' settings): in-domain, final episode"
+    embedded = all(s.model.startswith("embedded") for s in settings.values())
+    return f"Table 1 ({'embedded tiny model, ' if embedded else ''}not the paper's setting): in-domain, final episode"
+
+
 def report_markdown(tables: RunTables, table_md: str,
                     ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None],
-                    eval_root: Path, train_root: Path | None) -> str:
-    """``report.md``: every output, linked or embedded, and how to read them."""
+                    eval_root: Path, train_root: Path | None, settings: Mapping[str, RunSettings]) -> str:
+    """``report.md``: every output, linked or embedded, and how to read them; under
+    Table 1, what each run was and how it differs from the paper."""
     runs = []
     for r in tables.overview.itertuples():
         trained = not pd.isna(r.iterations)
         runs.append([f"`{r.run}`", ENV_LABELS.get(r.env, r.env), r.method, str(r.episodes_per_meta_episode),
-                     f"{r.iterations:.0f}" if trained else MISSING, f"{r.minutes:.1f}" if trained else MISSING,
+                     f"{r.iterations:.0f}" if trained else MISSING,
                      f"{r.best_iteration:.0f}" if trained else MISSING, f"`{eval_root / r.run}`",
                      f"`{train_root / r.run}`" if trained and train_root is not None else MISSING])
     oods = sorted(set(tables.episodes.suite) - {IN_DOMAIN})
@@ -278,8 +301,9 @@ def report_markdown(tables: RunTables, table_md: str,
                 for s in oods for r in final_episode(tables.episodes, s).itertuples()]
     return "\n".join([
         "# MAGE report\n", _how_to_read(ceilings),
-        "## Table 1: in-domain, final episode\n", table_md,
+        f"## {table1_title(settings)}\n", table_md,
         "Numbers: [table1.csv](table1.csv); this table alone: [table1.md](table1.md).\n",
+        settings_markdown(settings, ENV_LABELS),
         "## Out-of-domain suites, final episode\n",
         markdown_table(["suite", "method", "env", "score", "success", "draw", "Pass@K"], ood_rows)
         if ood_rows else "No out-of-domain suite was evaluated.\n",
@@ -288,8 +312,8 @@ def report_markdown(tables: RunTables, table_md: str,
         "## Per opponent and seat\n",
         "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",
         "## Runs\n",
-        markdown_table(["run", "env", "method", "K", "iterations", "minutes", "best iteration", "evaluation",
-                        "training"], runs),
+        markdown_table(["run", "env", "method", "K", "iterations", "best iteration", "evaluation", "training"],
+                       runs),
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
     ])
 
@@ -299,15 +323,20 @@ def run(params: str, eval_root: str = "artifacts/eval", train_root: str | None =
     """``mage report``: the report of ``reproduce.runs``; logged to MLflow when tracking is on."""
     from rich.console import Console
 
-    from mage_core.config import load_config
+    import yaml
+
+    from mage_core.config import apply_overrides, load_config
+    from mage_core.stages.run_settings import run_settings
     from mage_core.tracking.runs import check_tracking, open_mlflow_run
 
-    cfg = load_config(params, overrides)
+    cfg = load_config(params, overrides)  # a bad file is reported here, in full
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())
     runs = {name: (r.env, r.method) for name, r in cfg.reproduce.runs.items()}
+    data = apply_overrides(yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}, overrides)
+    settings = run_settings(data, params)
     out_dir = Path(out)
-    metrics = report(runs, Path(eval_root), Path(train_root) if train_root else None, out_dir)
+    metrics = report(runs, Path(eval_root), Path(train_root) if train_root else None, out_dir, settings)
     if cfg.tracking.mlflow:
         with open_mlflow_run("report", cfg.tracking.experiment, None, Path.cwd()) as tracker:
             tracker.log_params({"report.runs": ", ".join(runs)})

@@ -233,13 +233,12 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
              "and success elsewhere; `first episode` against `final episode` is the adaptation within a "
              "meta-episode. Intervals are 95%.\n", table_md,
              f"![{sweep.name}](bars.png)\n", "## Points\n",
-             "| point | iterations | training minutes | stage minutes (this run) | workspace |",
-             "|---|---|---|---|---|"]
+             "| point | iterations | stage minutes (this run) | workspace |",
+             "|---|---|---|---|"]
     for point in sweep.points:
         info = runs.loc[point.name]
-        minutes = f"{info.minutes:.1f}" if pd.notna(info.minutes) else "—"
         stages = f"{timings[point.name] / 60:.1f}" if timings and point.name in timings else "—"
-        lines.append(f"| {point.name} | {info.iterations} | {minutes} | {stages} | `{point.workspace}` |")
+        lines.append(f"| {point.name} | {info.iterations} | {stages} | `{point.workspace}` |")
     write_text_atomic(out / "summary.md", "\n".join(lines) + "\n")
     return metrics
 

@@ -10,6 +10,11 @@ Outputs under ``--out`` (default ``train.output_dir``):
 - ``best/``: the policy with the best evaluation score so far;
 - ``metrics.jsonl``: one line per iteration (and per evaluation);
 - ``summary.json``: the final evaluation and where everything is.
+
+``metrics.jsonl`` and ``summary.json`` are DVC-cached outputs and hold no
+wall-clock time (``mage_core.tracking.jsonl.TIMING_PREFIXES``): two runs of the
+same seeded training write the same bytes. Timings (``train/time/*``, the total
+in ``train/time/total_s``) go to MLflow and the console.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from mage_core.config import Config, ConfigError, PolicyConfig, load_config
 from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
-from mage_core.tracking.jsonl import JsonlLogger
+from mage_core.tracking.jsonl import JsonlLogger, without_timings
 from mage_core.tracking.runs import StageTracker, check_tracking, open_mlflow_run
 from mage_core.trainers.checkpoint import (
     CheckpointError,
@@ -130,13 +135,13 @@ def make_codec(tokenizer: Any, policy: PolicyConfig | None = None) -> TokenCodec
             return tokenizer.encode(rendered, add_special_tokens=False)
         return bos + encode_text(text)
 
-    @functools.lru_cache(maxsize=4096)
-    def _action_ids(text: str) -> tuple[int, ...]:
-        return tuple(tokenizer.encode(text, add_special_tokens=False))
+    action_ids: dict[str, list[int]] = {}  # a plain dict: the codec travels to Ray workers (cloudpickle)
 
     def encode_action(text: str) -> list[int]:
         # Candidates are a game's few action texts, encoded at every decision: cached.
-        return list(_action_ids(text))
+        if text not in action_ids:
+            action_ids[text] = tokenizer.encode(text, add_special_tokens=False)
+        return list(action_ids[text])
 
     def decode(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
@@ -169,7 +174,8 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update=overrides)})
     out_dir = Path(out or cfg.train.output_dir)
     summary = train(cfg, out_dir, resume=resume)
-    console.print(f"final evaluation headline: {summary['headline']:.4f}; outputs in {out_dir}")
+    console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} min; "
+                  f"outputs in {out_dir}")
     return 0
 
 
@@ -356,21 +362,22 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             # eval_every 0 it is the only one evaluated)
             state.best_score, state.best_iteration = final_score, state.iteration
             save_policy(model, tokenizer, out_dir / "best")
-        summary = {
+        summary = {  # no wall-clock time: a DVC-cached output
             "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
-            "minutes": (time.monotonic() - started) / 60, "headline": headline(final, trainer.game, k),
-            "best_score": state.best_score, "best_iteration": state.best_iteration, "final_eval": final,
-            "config_digest": digest,
+            "headline": headline(final, trainer.game, k), "best_score": state.best_score,
+            "best_iteration": state.best_iteration, "final_eval": without_timings(final), "config_digest": digest,
             # The set these figures come from picked best/: report figures come from `mage evaluate`.
             "selection_set": {"seed": cfg.evaluation.selection_seed, "select_on": t.select_on,
                               "meta_episodes_per_opponent_seat": cfg.evaluation.meta_episodes_per_opponent_seat},
         }
         write_json_atomic(out_dir / "summary.json", summary)
+        seconds = time.monotonic() - started  # this process's share of the run, when resumed
+        logger.log_metrics(state.iteration, {"train/time/total_s": seconds})  # MLflow only
         write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))
         for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
             logger.log_artifact(out_dir / name)
         logger.close()
-        return summary
+        return {**summary, "minutes": seconds / 60}
     except BaseException as err:
         logger.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise

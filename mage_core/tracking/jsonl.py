@@ -1,8 +1,13 @@
 """A plain JSON-lines metric log, one object per step.
 
 Keys follow ``<phase>/<group>/<name>`` (DESIGN.md style rule 8), identical to
-what MLflow will record. On resume the log is cut back to the checkpoint's
-step, so a resumed run's log reads exactly like an uninterrupted one.
+what MLflow will record, timings excepted: the log is a DVC-cached output of the
+train stage, and a wall-clock figure in it would change its hash on every run of
+the same seeded training. Every key under ``train/time/`` or ``eval/time/``
+(``TIMING_PREFIXES``; also behind the ``final/`` prefix of the post-training
+evaluation) is a timing: it goes to MLflow and the console, never to this log.
+On resume the log is cut back to the checkpoint's step, so a resumed run's log
+reads exactly like an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -20,6 +25,20 @@ class MetricLogger(Protocol):
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None: ...
 
     def close(self) -> None: ...
+
+
+#: Metric-key prefixes of wall-clock measurements (seconds, rates): MLflow and the console only.
+TIMING_PREFIXES = ("train/time/", "eval/time/")
+
+
+def is_timing(key: str) -> bool:
+    """A wall-clock key (``TIMING_PREFIXES``), with or without the ``final/`` prefix."""
+    return key.removeprefix("final/").startswith(TIMING_PREFIXES)
+
+
+def without_timings(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` minus its timings: what a cached output may hold."""
+    return {key: value for key, value in metrics.items() if not is_timing(key)}
 
 
 def _clean(value: float) -> float | None:
@@ -56,7 +75,10 @@ class JsonlLogger:
         self._write({"params": dict(params)})
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
-        self._write({"step": step, **{k: _clean(float(v)) for k, v in metrics.items()}})
+        """One record of ``step`` without the timings; nothing when only timings were given."""
+        kept = without_timings(metrics)
+        if kept:
+            self._write({"step": step, **{k: _clean(float(v)) for k, v in kept.items()}})
 
     def _write(self, record: Mapping[str, Any]) -> None:
         self._fh.write(json.dumps(record, sort_keys=True) + "\n")

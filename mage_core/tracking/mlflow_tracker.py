@@ -30,6 +30,13 @@ MAX_PARAM_VALUE_CHARS = 6000
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 PARENT_RUN_TAG = "mlflow.parentRunId"  # what the UI nests runs by
+#: MLflow 3's experiment kind (the UI's experiment-type selector writes this tag; values in
+#: its bundle: genai_development, custom_model_development, ...). The pipeline's experiments
+#: hold training runs, no traces: "Machine learning". MLflow 3.17's UI itself follows a global
+#: GenAI / Machine learning switch (``workflowType``) rather than this tag; see
+#: ``training_runs_url``.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+TRAINING_EXPERIMENT_KIND = "custom_model_development"
 _TRUNCATION_MARK = "...[truncated]"
 
 _T = TypeVar("_T")
@@ -190,7 +197,9 @@ class MlflowTracker:
 
         The experiment is created if missing; with a sqlite store its artifact root
         is ``mlartifacts/`` next to the database (see ``default_artifact_root``);
-        a server chooses its own.
+        a server chooses its own. It is tagged as an experiment of training runs
+        (``EXPERIMENT_KIND_TAG``), also when it exists without the tag; a kind set
+        by hand is left alone.
         """
         _quiet_mlflow_env()
         from mlflow.exceptions import MlflowException
@@ -201,7 +210,8 @@ class MlflowTracker:
             db = _sqlite_path(tracking_uri) if tracking_uri.lower().startswith("sqlite") else None
             location = default_artifact_root(db.parent) if db is not None else None
             try:
-                experiment_id = client.create_experiment(experiment_name, artifact_location=location)
+                experiment_id = client.create_experiment(experiment_name, artifact_location=location,
+                                                         tags={EXPERIMENT_KIND_TAG: TRAINING_EXPERIMENT_KIND})
             except MlflowException:  # another process created it first
                 experiment = client.get_experiment_by_name(experiment_name)
                 if experiment is None:
@@ -214,6 +224,8 @@ class MlflowTracker:
             )
         else:
             experiment_id = experiment.experiment_id
+            if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag, or by hand
+                client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_EXPERIMENT_KIND)
         all_tags = {k: str(v) for k, v in (tags or {}).items()}
         if parent_run_id is not None:
             all_tags[PARENT_RUN_TAG] = parent_run_id
@@ -282,6 +294,33 @@ class MlflowTracker:
             self.close("FINISHED")
         else:
             self.close("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def training_runs_url(tracking_uri: str, experiment_name: str, host: str, port: int) -> str:
+    """The UI page of ``experiment_name``'s runs in "Machine learning" mode.
+
+    MLflow 3.17's UI opens in "GenAI apps & agents" mode: a global switch
+    (``workflowType``, kept in the browser's local storage, default ``genai``) that
+    decides what an experiment page shows, traces or runs, whatever the experiment's
+    kind tag; the ``workflowType`` query parameter overrides it (read from the UI's
+    bundle, mlflow/server/js/build; no server option sets it). The experiment is
+    looked up in a database store only (a remote server could keep ``mage ui``
+    waiting on its retries); without it, the list of experiments in that mode."""
+    base = f"http://{host}:{port}/#"
+    query = "?workflowType=machine_learning"
+    if tracking_uri.split(":", 1)[0].lower() in ("http", "https", "databricks"):
+        return f"{base}/experiments{query}"
+    _quiet_mlflow_env()
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        experiment = MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment_name)
+    except (MlflowException, OSError):
+        experiment = None
+    if experiment is None:
+        return f"{base}/experiments{query}"
+    return f"{base}/experiments/{experiment.experiment_id}/runs{query}"
 
 
 def _git(project_dir: Path, *args: str) -> str | None:

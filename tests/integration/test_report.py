@@ -14,6 +14,7 @@ from matplotlib.image import imread
 from mage_core.config import parse_config
 from mage_core.stages.evaluate import evaluate
 from mage_core.stages.report import FILES, report
+from mage_core.stages.run_settings import RunSettings, describe
 from mage_core.stages.train import train
 
 pytestmark = pytest.mark.integration
@@ -29,6 +30,16 @@ def params(game: str) -> dict[str, Any]:
             "algorithm": {"group_size": 2}, "evaluation": {"meta_episodes_per_opponent_seat": 2}}
 
 
+def settings(runs: dict[str, tuple[str, str]]) -> dict[str, RunSettings]:
+    """Each run against a stand-in paper profile that differs from it in early stop only
+    (Sokoban: none on file)."""
+    out = {}
+    for run, (game, _) in runs.items():
+        paper = None if game == "sokoban" else parse_config({**params(game), "rollout": {"early_stop": True}})
+        out[run] = describe(parse_config(params(game)), paper, f"paper_{game}")
+    return out
+
+
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("artifacts")
@@ -41,7 +52,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     evaluate(parse_config(params("kuhn_poker")), train_root / "kuhn_poker-mage" / "policy-init",
              eval_root / "kuhn_poker-untrained", "in_domain", per_opponent_seat=3)
     out = root / "reports"
-    metrics = report(RUNS, eval_root, train_root, out)
+    metrics = report(RUNS, eval_root, train_root, out, settings(RUNS))
     return {"eval": eval_root, "train": train_root, "out": out, "metrics": metrics}
 
 
@@ -120,12 +131,42 @@ def test_per_opponent_lists_every_suite_opponent_and_seat(outputs: dict[str, Any
 
 
 def test_without_training_logs_the_report_still_reads(outputs: dict[str, Any], tmp_path: Path) -> None:
-    report({"tic_tac_toe-mage": RUNS["tic_tac_toe-mage"]}, outputs["eval"], None, tmp_path)
+    only = {"tic_tac_toe-mage": RUNS["tic_tac_toe-mage"]}
+    report(only, outputs["eval"], None, tmp_path, settings(only))
     assert imread(tmp_path / "training_curves.png").shape[0] > 300
     assert "| `tic_tac_toe-mage` | Tic-Tac-Toe | mage | 3 | — |" in (tmp_path / "report.md").read_text()
 
 
 def test_a_missing_evaluation_is_named_and_nothing_is_written(outputs: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=re.escape(str(outputs["eval"] / "sokoban-mage" / "metrics.json"))):
-        report({**RUNS, "sokoban-mage": ("sokoban", "mage")}, outputs["eval"], outputs["train"], tmp_path / "r")
+        runs = {**RUNS, "sokoban-mage": ("sokoban", "mage")}
+        report(runs, outputs["eval"], outputs["train"], tmp_path / "r", settings(runs))
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_md_says_it_is_not_the_papers_setting_and_lists_each_run(outputs: dict[str, Any]) -> None:
+    text = (outputs["out"] / "report.md").read_text()
+    assert "## Table 1 (embedded tiny model, not the paper's setting): in-domain, final episode" in text
+    assert "the paper's Table 1" not in text and "Table 1 is the paper's" not in text
+    lines = text.splitlines()
+    model = "embedded tiny Qwen3 from scratch (2 layers, hidden 64, 4 heads, float32)"
+    # 3 iterations of 2 groups of 2; selection set 2 per pair every 2 iterations; report set the default 200.
+    for run in RUNS:
+        assert (f"| `{run}` | {model} | 3 iterations x 4 meta-episodes (2 groups of 2) | 2 per (opponent, seat), "
+                "every 2 iterations and at the end | 200 per (opponent, seat) | 0 / 20260303 / 20261124 |") in lines
+    for game, label in (("kuhn_poker", "Kuhn Poker"), ("tic_tac_toe", "Tic-Tac-Toe")):
+        heading = f"#### {label}: settings that differ from the paper profile `paper_{game}`"
+        table = lines[lines.index(heading) + 2:]
+        runs = [run for run, (env, _) in RUNS.items() if env == game]
+        assert table[0] == "| setting | paper profile | " + " | ".join(f"`{run}`" for run in runs) + " |"
+        assert table[2] == "| `rollout.early_stop` | true | " + " | ".join("false" for _ in runs) + " |"
+        assert not table[3].startswith("| `")  # the one difference
+    # The settings come right under Table 1, before the out-of-domain suites.
+    assert text.index("### The runs behind these numbers") < text.index("## Out-of-domain suites")
+
+
+def test_a_run_without_settings_is_named(outputs: dict[str, Any], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no settings for run\\(s\\) tic_tac_toe-mage"):
+        report(RUNS, outputs["eval"], outputs["train"], tmp_path / "r",
+               {run: s for run, s in settings(RUNS).items() if run != "tic_tac_toe-mage"})
     assert not (tmp_path / "r").exists()

@@ -197,3 +197,34 @@ def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_p
     with pytest.raises(Exception, match="select_on: exact_greedy"):
         train(ttt, tmp_path / "ttt")
     assert not (tmp_path / "ttt").exists()
+
+
+def test_two_identical_trainings_write_byte_identical_cached_outputs(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # metrics.jsonl and summary.json are DVC-cached outputs (dvc.yaml): a wall-clock time in
+    # them would change their hash on every run of the same seeded training. The timings are
+    # still measured and go to MLflow (a real sqlite store here), just not into these files.
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.chdir(tmp_path)
+    cfg = parse_config({**PARAMS, "train": {"iterations": 2, "groups_per_iteration": 2, "eval_every": 0},
+                        "tracking": {"mlflow": True, "experiment": "bytes"}})
+    first, second = train(cfg, tmp_path / "a"), train(cfg, tmp_path / "b")
+    for name in ("metrics.jsonl", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert first["minutes"] > 0 and second["minutes"] > 0  # measured, returned, not written
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert "minutes" not in summary and summary["iterations"] == 2
+    records = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "step" in r] == [1, 2, 2]  # two iterations, then the final evaluation
+    assert not any("/time/" in key for r in records for key in r)
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("bytes")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 2
+    for run in runs:
+        timed = {key for key in run.data.metrics if key.startswith("train/time/")}
+        assert {"train/time/iteration_s", "train/time/rollout_s", "train/time/total_s"} <= timed
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "train/time/iteration_s")] == [1, 2]

@@ -1,9 +1,11 @@
-"""`mage ui`: the MLflow UI on the project's embedded store, on 127.0.0.1."""
+"""`mage ui`: the MLflow UI on the project's embedded store, on 127.0.0.1; it points
+at the experiment's training runs, and stopping it stops its MLflow server too."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,32 +27,102 @@ def test_ui_without_a_store_says_how_to_make_one(tmp_path: Path) -> None:
     assert "no runs recorded yet" in done.stderr and "mage reproduce --profile smoke" in done.stderr
 
 
-def test_ui_serves_the_projects_runs(tmp_path: Path) -> None:
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_ui(project: Path, port: int, log: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    with log.open("w") as out:
+        return subprocess.Popen([sys.executable, "-m", "mage_core", "ui", "--port", str(port)], cwd=project, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _search_runs(ui: subprocess.Popen, port: int) -> dict:
+    """The store's runs of experiment 1 as the UI's REST API lists them, once it answers."""
+    url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search"
+    body = json.dumps({"experiment_ids": ["1"]}).encode()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=2) as response:
+                return json.loads(response.read())
+        except OSError:
+            assert ui.poll() is None, "mage ui exited"
+            time.sleep(0.5)
+    raise AssertionError("the UI never answered")
+
+
+def test_ui_serves_the_projects_runs_and_links_their_training_runs(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
     from mage_core.tracking.mlflow_tracker import MlflowTracker
 
     (tmp_path / "params.yaml").write_text("seed: 0\n")
-    run = MlflowTracker.start(f"sqlite:///{tmp_path / 'mlflow.db'}", "mage", "a stage")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = MlflowTracker.start(store, "mage", "a stage")
     run.close()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    ui = subprocess.Popen([sys.executable, "-m", "mage_core", "ui", "--port", str(port)], cwd=tmp_path, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # MLflow 3's experiment-kind tag: an experiment of training runs, not of GenAI traces.
+    assert MlflowClient(store).get_experiment("1").tags["mlflow.experimentKind"] == "custom_model_development"
+    port = _free_port()
+    ui = _start_ui(tmp_path, port, tmp_path / "ui.log")
     try:
-        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/search"
-        body = json.dumps({"experiment_ids": ["1"]}).encode()
-        deadline, found = time.monotonic() + 90, None
-        while time.monotonic() < deadline and found is None:
-            try:
-                request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=2) as response:
-                    found = json.loads(response.read())
-            except OSError:
-                assert ui.poll() is None, "mage ui exited"
-                time.sleep(0.5)
-        assert found is not None, "the UI never answered"
+        found = _search_runs(ui, port)
         assert [r["info"]["run_id"] for r in found["runs"]] == [run.run_id]
+        # The link opens the runs of experiment 1 in the UI's "Machine learning" mode.
+        link = f"http://127.0.0.1:{port}/#/experiments/1/runs?workflowType=machine_learning"
+        assert link in (tmp_path / "ui.log").read_text()
     finally:
         os.killpg(ui.pid, 15)
         ui.wait(timeout=30)
+
+
+def test_an_existing_experiment_without_a_kind_gets_one_and_a_kind_set_by_hand_stays(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from mage_core.tracking.mlflow_tracker import MlflowTracker
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(store)
+    old = client.create_experiment("old")  # as a store made before the tag
+    mine = client.create_experiment("mine", tags={"mlflow.experimentKind": "genai_development"})
+    MlflowTracker.start(store, "old", "a stage").close()
+    MlflowTracker.start(store, "mine", "a stage").close()
+    assert client.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+    assert client.get_experiment(mine).tags["mlflow.experimentKind"] == "genai_development"
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stopping_mage_ui_stops_its_mlflow_server(tmp_path: Path, stop: signal.Signals) -> None:
+    import psutil
+
+    from mage_core.tracking.mlflow_tracker import MlflowTracker
+
+    (tmp_path / "params.yaml").write_text("seed: 0\n")
+    MlflowTracker.start(f"sqlite:///{tmp_path / 'mlflow.db'}", "mage", "a stage").close()
+    port = _free_port()
+    ui = _start_ui(tmp_path, port, tmp_path / "ui.log")
+    children: list = []
+    try:
+        _search_runs(ui, port)  # serving: the server processes exist
+        children = psutil.Process(ui.pid).children(recursive=True)
+        assert children, "mage ui runs its MLflow server as child processes"
+        os.kill(ui.pid, stop)  # mage ui alone, as a service manager or `kill` would
+        assert ui.wait(timeout=60) == 0
+        # Orphans are reaped by PID 1, in this sandbox with a delay: a zombie's PID still exists.
+        _, alive = psutil.wait_procs(children, timeout=60)
+        assert not alive, f"still running after {stop.name}: {alive}"
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+    finally:
+        for child in children:  # nothing of a failed run outlives the test
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if ui.poll() is None:
+            ui.kill()
+            ui.wait(timeout=30)

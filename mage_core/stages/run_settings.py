@@ -1,0 +1,247 @@
+"""What each run of a report was, next to the paper: model, budget, seeds, and every
+setting that differs from the paper profile of its game.
+
+Table 1 has the paper's layout (METHOD.md section 9), not its settings: the CPU
+default trains a tiny model from scratch for a few dozen iterations, with constrained
+actions, summary reflections and other choices the paper did not make. A figure read
+without them reads as a reproduction of the paper's number, which it is not; so the
+report prints them under the table.
+
+Both sides are resolved by the real config loader (``mage_core.config``), so presets,
+per-game values and validation apply exactly as in a stage:
+
+- the run: params as ``mage train --run NAME`` resolves it (``run_data``: its env, its
+  method, ``reproduce.iterations``, then its own ``set``);
+- the paper: ``reproduce.profiles.paper_<env>`` applied to the same params, resolved as
+  that profile's run of the game (``paper_<env>`` runs MAGE on it) with the run's own
+  method put in, so a GRPO run is compared with GRPO in the paper's setting and not
+  with MAGE. Keys the profile leaves unset keep the params file's value on both sides
+  and never show as differences: the profile is the paper's as far as it sets keys.
+
+Compared: ``model``, ``policy``, ``rollout``, ``algorithm``, ``train``, ``evaluation``
+(its out-of-domain suites of the run's game only), and the run's game in ``env`` and
+``population``. Not compared: where work runs and how it is written, which leave the
+numbers unchanged (``rollout.workers``, ``rollout.ray_address``, ``train.output_dir``,
+``train.num_threads``), the hardware ``backend`` section, and the seeds, which are
+listed apart (the paper has none to compare with). Wall-clock time is not part of
+this: the report is rebuilt byte for byte from the same params and outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from mage_core.config import Config, apply_values, parse_config, run_data, run_values
+from mage_core.evaluation.aggregate import markdown_table
+from mage_core.io.dotted import flatten
+
+#: reproduce.profiles.<name> holding the paper's settings for a game.
+PAPER_PROFILE = "paper_{env}"
+#: Sections compared whole (minus NOT_COMPARED); the game's own env/population are added.
+COMPARED_SECTIONS = ("model", "policy", "rollout", "algorithm", "train", "evaluation")
+#: Keys that change where work runs or where it is written, never the numbers.
+NOT_COMPARED = frozenset({"rollout.workers", "rollout.ray_address", "train.output_dir", "train.num_threads"})
+#: What each seed key seeds, for the keys params.yaml has today (others print without a role).
+SEED_ROLES = {
+    "seed": "training",
+    "evaluation.selection_seed": "selection set (picks best/)",
+    "evaluation.seed": "report set (every figure of the report)",
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One resolved setting of a run that is not the paper profile's."""
+
+    key: str
+    run_value: Any
+    paper_value: Any
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A run's model, budget and seeds, and how it differs from its paper profile
+    (``paper_profile`` None: reproduce.profiles has none for its game);
+    ``paper_values``: the profile's value of every compared key (empty without one)."""
+
+    env: str
+    model: str
+    iterations: int
+    groups_per_iteration: int
+    group_size: int
+    time_budget_minutes: float
+    eval_every: int
+    selection_per_pair: int
+    report_per_pair: int
+    seeds: tuple[tuple[str, int], ...]
+    paper_profile: str | None
+    differences: tuple[Difference, ...]
+    paper_values: Mapping[str, Any]
+
+    @property
+    def meta_episodes_per_iteration(self) -> int:
+        return self.groups_per_iteration * self.group_size
+
+
+def seed_keys(cfg: Config) -> tuple[str, ...]:
+    """``seed`` and every evaluation key that is a seed (``seed``, ``*_seed``), in schema order."""
+    evaluation = [f"evaluation.{name}" for name in type(cfg.evaluation).model_fields
+                  if name == "seed" or name.endswith("_seed")]
+    return ("seed", *evaluation)
+
+
+def compared_values(cfg: Config) -> dict[str, Any]:
+    """The resolved values that a run is compared on, by dotted key (module docstring)."""
+    data = cfg.model_dump(mode="json")
+    game = cfg.env.name
+    values: dict[str, Any] = {}
+    for section in COMPARED_SECTIONS:
+        values.update(flatten({section: data[section]}))
+    values = {key: v for key, v in values.items() if not key.startswith("evaluation.ood.")}
+    values[f"evaluation.ood.{game}"] = data["evaluation"]["ood"][game]
+    values.update(flatten({"env": {game: data["env"][game]}}))
+    if game in data["population"]:  # the two-player games
+        values[f"population.{game}"] = data["population"][game]
+    excluded = NOT_COMPARED | set(seed_keys(cfg))
+    return {key: v for key, v in values.items() if key not in excluded}
+
+
+def differences(run: Config, paper: Config) -> tuple[Difference, ...]:
+    """Every compared key whose resolved value differs, in the run's key order; a key
+    one side lacks (e.g. the other game's) counts as a difference with None there."""
+    mine, theirs = compared_values(run), compared_values(paper)
+    keys = list(mine) + [key for key in theirs if key not in mine]
+    return tuple(Difference(key, mine.get(key), theirs.get(key)) for key in keys
+                 if mine.get(key) != theirs.get(key))
+
+
+def model_summary(cfg: Config) -> str:
+    """The policy network in a few words: the embedded tiny Qwen3's size, or the local folder."""
+    m = cfg.model
+    if m.source == "local":
+        return f"local checkpoint `{m.path}` ({m.dtype})"
+    return (f"embedded tiny Qwen3 from scratch ({m.num_layers} layers, hidden {m.hidden_size}, "
+            f"{m.num_heads} heads, {m.dtype})")
+
+
+def describe(run: Config, paper: Config | None, paper_profile: str) -> RunSettings:
+    """``run``'s settings against ``paper`` (None: no paper profile for its game)."""
+    t = run.train
+    return RunSettings(
+        env=run.env.name, model=model_summary(run), iterations=t.iterations,
+        groups_per_iteration=t.groups_per_iteration, group_size=run.algorithm.group_size,
+        time_budget_minutes=t.time_budget_minutes, eval_every=t.eval_every,
+        selection_per_pair=run.evaluation.meta_episodes_per_opponent_seat,
+        report_per_pair=run.reproduce.eval_per_pair,
+        seeds=tuple((key, int(_dotted(run, key))) for key in seed_keys(run)),
+        paper_profile=paper_profile if paper is not None else None,
+        differences=differences(run, paper) if paper is not None else (),
+        paper_values=compared_values(paper) if paper is not None else {})
+
+
+def paper_config(data: dict[str, Any], env: str, method: str, source: str) -> Config | None:
+    """The paper profile of ``env`` applied to ``data`` and resolved as its run of
+    ``env`` with ``method`` (module docstring); None if ``reproduce.profiles`` has no
+    such profile."""
+    name = PAPER_PROFILE.format(env=env)
+    profiles = parse_config(data, source).reproduce.profiles
+    if name not in profiles:
+        return None
+    where = f"reproduce.profiles.{name}"
+    profiled = apply_values(data, profiles[name], where)
+    cfg = parse_config(profiled, f"{source} with profile {name}")
+    own = [run for run, spec in cfg.reproduce.runs.items() if spec.env == env]
+    values = (run_values(cfg, own[0]) if len(own) == 1 else
+              {"env.name": env, "train.iterations": cfg.reproduce.iterations})
+    return parse_config(apply_values(profiled, {**values, "algorithm.preset": method}, where),
+                        f"{source} with profile {name}, method {method}")
+
+
+def run_settings(data: dict[str, Any], source: str) -> dict[str, RunSettings]:
+    """Every run of ``reproduce.runs`` in the raw params ``data``, described."""
+    runs = parse_config(data, source).reproduce.runs
+    out = {}
+    for name, spec in runs.items():
+        run = parse_config(run_data(data, name, source), f"{source} as run {name}")
+        out[name] = describe(run, paper_config(data, spec.env, spec.method, source),
+                             PAPER_PROFILE.format(env=spec.env))
+    return out
+
+
+def _dotted(cfg: Config, key: str) -> Any:
+    node: Any = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def format_value(value: Any) -> str:
+    """A resolved value as params.yaml would spell it (``true``, ``null``, ``1e-06``, lists inline)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def _budget(s: RunSettings) -> str:
+    text = (f"{s.iterations} iterations x {s.meta_episodes_per_iteration} meta-episodes "
+            f"({s.groups_per_iteration} groups of {s.group_size})")
+    if s.time_budget_minutes:
+        text += f", stopped after {s.time_budget_minutes:g} min if not done"
+    return text
+
+
+def _selection(s: RunSettings) -> str:
+    when = f"every {s.eval_every} iterations and at the end" if s.eval_every else "at the end only"
+    return f"{s.selection_per_pair} per (opponent, seat), {when}"
+
+
+def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[str, str]) -> str:
+    """Under Table 1: one row per run (model, budget, seeds), then per game a table of
+    the settings that differ from its paper profile (``=``: the run has the paper's value)."""
+    if not settings:
+        raise ValueError("no run settings to print")
+    keys = list(dict.fromkeys(key for s in settings.values() for key, _ in s.seeds))
+    legend = "; ".join(f"`{key}` = {SEED_ROLES[key]}" if key in SEED_ROLES else f"`{key}`" for key in keys)
+    rows = [[f"`{run}`", s.model, _budget(s), _selection(s), f"{s.report_per_pair} per (opponent, seat)",
+             " / ".join(str(value) for _, value in s.seeds)] for run, s in settings.items()]
+    parts = ["### The runs behind these numbers\n",
+             f"Seeds, in order: {legend}. Evaluation sizes are meta-episodes per (opponent, seat) "
+             "(Sokoban: levels). Wall-clock times are in MLflow, not here (this report is rebuilt "
+             "byte for byte).\n",
+             markdown_table(["run", "model", "training budget", "selection set", "report set", "seeds"], rows)]
+    for env in dict.fromkeys(s.env for s in settings.values()):
+        runs = {run: s for run, s in settings.items() if s.env == env}
+        label = env_labels.get(env, env)
+        profile = PAPER_PROFILE.format(env=env)
+        if all(s.paper_profile is None for s in runs.values()):
+            parts.append(f"#### {label}: no paper profile\n\nreproduce.profiles has no `{profile}`: the settings "
+                         "of these runs are not compared with the paper's.\n")
+            continue
+        diff_keys = list(dict.fromkeys(d.key for s in runs.values() for d in s.differences))
+        parts.append(f"#### {label}: settings that differ from the paper profile `{profile}`\n")
+        if not diff_keys:
+            parts.append("None: every compared setting of these runs is the paper profile's.\n")
+            continue
+        table = []
+        for key in diff_keys:
+            paper = {format_value(s.paper_values.get(key)) for s in runs.values() if s.paper_profile is not None}
+            shared = paper.pop() if len(paper) == 1 else None  # the paper's value, the same for every run
+            cells = []
+            for s in runs.values():
+                d = next((d for d in s.differences if d.key == key), None)
+                if d is None:
+                    cells.append("=")
+                elif shared is None:
+                    cells.append(f"{format_value(d.run_value)} (paper: {format_value(d.paper_value)})")
+                else:
+                    cells.append(format_value(d.run_value))
+            table.append([f"`{key}`", shared if shared is not None else "by method", *cells])
+        parts.append(markdown_table(["setting", "paper profile", *(f"`{run}`" for run in runs)], table))
+    return "\n".join(parts)
+
