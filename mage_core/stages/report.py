@@ -174,7 +174,7 @@ def training_curves_png(tables: RunTables,
                         ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> bytes:
     """Top: train headline per iteration (faint raw, solid rolling mean) and the
     training-time eval headline (markers); bottom: policy entropy, whose early
-    collapse is the failure mode to look for (README, fresh-deal Kuhn)."""
+    collapse is the failure mode to look for (docs/learning.md, fresh-deal Kuhn)."""
     from matplotlib.ticker import MaxNLocator
 
     curves = tables.curves

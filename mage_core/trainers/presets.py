@@ -68,7 +68,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # episode index, turn) over the whole batch and no std division. On the embedded
     # model and fresh Kuhn deals this learned faster than MAGE's discounted
     # differential return, which credits the last hand with R_K - R_{K-1} only
-    # (README, "Does it learn?"; the reward_design grid compares them).
+    # (docs/learning.md; the reward_design grid compares them).
     "mage_final_return": {**_MAGE, "reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "episode_norm": "mean_norm",
                           "group_scope": "batch"},
