@@ -190,7 +190,7 @@ def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_p
     lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     evals = {rec["step"]: rec["eval/all/chips_exact_ep3"] for rec in lines if "eval/all/chips_exact_ep3" in rec}
     assert sorted(evals) == [2, 4]
-    best_step = max(evals, key=lambda s: (evals[s], -s))
+    best_step = max(evals, key=lambda s: (evals[s], s))  # ties: the later policy
     assert summary["best_score"] == evals[best_step] and summary["best_iteration"] == best_step
     # A game without an exact sum is refused before anything is written.
     ttt = parse_config({**PARAMS, "env": {"name": "tic_tac_toe"}, "train": {**PARAMS["train"], "select_on": "exact_greedy"}})
