@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 ## setup: create .venv and install the package with its test tools
 setup: $(VENV)/.installed
 
-## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~11 min on 2 cores)
+## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~22 min on 2 cores)
 run: setup
 	$(VENV)/bin/mage validate
 	$(VENV)/bin/mage reproduce
@@ -30,12 +30,13 @@ smoke: setup
 test: setup
 	$(PY) -m pytest
 
-## test-slow: the opt-in slow tests (statistical opponent checks, long analyses)
+## test-slow: the opt-in slow tests (a few minutes of Kuhn learning, statistical opponent checks)
 test-slow: setup
 	$(PY) -m pytest -m slow
 
 ## bench: the benchmarks that print figures
 bench: setup
+	$(PY) benchmarks/bench_train_speed.py
 	$(PY) benchmarks/bench_mcts.py
 	$(PY) benchmarks/bench_sokoban.py
 	$(PY) benchmarks/bench_cli.py
