@@ -7,6 +7,7 @@ Usage::
     python benchmarks/learn_kuhn.py --method gigpo --minutes 30
     python benchmarks/learn_kuhn.py --game tic_tac_toe --method mage --minutes 30
     python benchmarks/learn_kuhn.py --game sokoban --method mage --minutes 15
+    python benchmarks/learn_kuhn.py --game tic_tac_toe --restart same --greedy --minutes 15
     python benchmarks/learn_kuhn.py --report-only artifacts/bench/kuhn_poker-mage-fresh
 
 Trains the embedded tiny Qwen3 (params.yaml, with the overrides below) for a
@@ -166,6 +167,8 @@ def main() -> None:
                         help="override a params key after the method preset, e.g. algorithm.grouping=pooled")
     parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
     parser.add_argument("--report-only", metavar="DIR", help="skip training; report on DIR's best policy")
+    parser.add_argument("--greedy", action="store_true",
+                        help="also report the best policy at temperature 0 (its most likely action at every turn)")
     parser.add_argument("--untrained", action="store_true",
                         help="also report the untrained policy (policy-init) on the same set, for comparison")
     args = parser.parse_args()
@@ -191,7 +194,16 @@ def main() -> None:
         "report_metrics": metrics, "figures": figures, "wall_minutes": (time.monotonic() - started) / 60,
         "untrained_metrics": evaluate_best(cfg, out, args.per_pair, args.report_seed, "policy-init")[0]
         if args.untrained else None,
+        "greedy_metrics": None,
     }
+    if args.greedy:
+        greedy_cfg = configure(load_config(args.params), args.game, args.method, args.restart, args.minutes,
+                               args.threads, args.iterations, [*args.set, "evaluation.temperature=0"])
+        console.print("the best policy at temperature 0 (greedy), same report set:")
+        greedy, _ = evaluate_best(greedy_cfg, out, args.per_pair, args.report_seed)
+        report["greedy_metrics"] = greedy
+        report["greedy_figures"] = (kuhn_tables(greedy_cfg, greedy, k) if args.game == "kuhn_poker"
+                                    else ttt_table(greedy_cfg, greedy, k))
     if report["untrained_metrics"] is not None:
         unit = "chips" if args.game == "kuhn_poker" else "success"
         before, after = report["untrained_metrics"], metrics

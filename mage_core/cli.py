@@ -40,6 +40,7 @@ examples:
   mage tournament                            play the matches listed in params.yaml
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
+  mage ttt analyze                           what a perfect exploiting player wins at Tic-Tac-Toe
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
   mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
   mage reproduce                             the paper reproduction (dvc.yaml) as one flow
@@ -82,6 +83,13 @@ def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
     from mage_core.stages.kuhn_analyze import run
 
     return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands, overrides=args.overrides)
+
+
+def _cmd_ttt_analyze(args: argparse.Namespace) -> int:
+    from mage_core.stages.ttt_analyze import run
+
+    return run(args.params, opponents=args.opponent, samples=args.samples, games=args.games, seed=args.seed,
+               out=args.out, overrides=args.overrides)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -285,6 +293,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--meta-hands", type=int, default=3, metavar="K",
                    help="hands per meta-episode for the Bayes-optimal ceiling (default: %(default)s; 0 skips)")
     p.set_defaults(func=_cmd_kuhn_analyze)
+
+    ttt = sub.add_parser("ttt", help="Tic-Tac-Toe best responses (the exploiting ceiling)", formatter_class=fmt)
+    ttt_sub = ttt.add_subparsers(dest="ttt_command", metavar="<command>", required=True)
+    p = ttt_sub.add_parser("analyze", help="what a perfect exploiting player wins against each opponent",
+                           description=(
+        "For every Tic-Tac-Toe opponent of the population in params.yaml (or those named with --opponent) and each "
+        "agent seat: the expectimax best response to the opponent's move distribution (exact for pattern and random "
+        "players, estimated from --samples searches per position for MCTS), for the most wins and for never losing, "
+        "each played --games times against the real opponent (win rate with its 95%% interval); then the "
+        "population-weighted ceiling of the final episode's win rate. About 1-2 minutes for the balanced population."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--opponent", action="append", metavar="NAME", help="analyse this opponent (repeatable)")
+    p.add_argument("--samples", type=int, default=200, metavar="N",
+                   help="MCTS searches per position for its move distribution (default: %(default)s)")
+    p.add_argument("--games", type=int, default=2000, metavar="N",
+                   help="games played by each best response against the real opponent (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the searches and games (default: %(default)s)")
+    p.add_argument("--out", metavar="FILE", help="also write the figures as JSON")
+    p.set_defaults(func=_cmd_ttt_analyze)
     return parser
 
 

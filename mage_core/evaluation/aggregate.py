@@ -5,7 +5,9 @@ The report stage reads, per run, what ``mage evaluate`` wrote (``metrics.json``,
 ``summary.json``) and turns them into three DataFrames (``RunTables``):
 
 - ``episodes``: one row per (run, suite, group, episode index k): success, draw,
-  mean score (Kuhn: chips, METHOD.md section 8's primary Kuhn metric) and
+  mean score (Kuhn: chips, METHOD.md section 8's primary Kuhn metric), for
+  Kuhn against deterministic opponents the greedy policy's exact chips
+  (``score_exact``: every opponent, seat and deal enumerated, no interval) and
   Pass@k, each with its 95% interval as ``mage evaluate`` computed it; the
   group-level Kuhn figures (best-response value, exploitation ratio) repeated on
   every k so that one table answers every per-opponent question;
@@ -43,7 +45,7 @@ MISSING = "—"
 
 EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat", "unit", "episode",
                    "num_meta_episodes", "success", "success_low", "success_high", "draw", "draw_low", "draw_high",
-                   "score", "score_low", "score_high", "pass_at", "pass_at_low", "pass_at_high",
+                   "score", "score_low", "score_high", "score_exact", "pass_at", "pass_at_low", "pass_at_high",
                    "best_response_value", "exploitation_ratio")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
@@ -52,7 +54,10 @@ OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy
 #: so that summary.json, a DVC-cached output, is the same bytes on every run).
 SUMMARY_KEYS = ("iterations", "best_score", "best_iteration")
 
-_PER_EPISODE = re.compile(r"^(success|draw|chips|reward)_ep(\d+)(_low|_high)?$")
+_PER_EPISODE = re.compile(r"^(success|draw|chips_exact|chips|reward)_ep(\d+)(_low|_high)?$")
+#: Metric name -> episode column (``chips_exact``: the greedy policy's exact Kuhn value, no interval).
+_EPISODE_COLUMN = {"success": "success", "draw": "draw", "chips": "score", "reward": "score",
+                   "chips_exact": "score_exact"}
 _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
 _GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio")
 
@@ -150,7 +155,7 @@ def _episode_rows(metrics: Mapping[str, float], unit: str) -> list[dict[str, Any
         parts = key.split("/")
         where, name = (parts[1], "/".join(parts[2:-1])), parts[-1]
         if (m := _PER_EPISODE.match(name)) is not None:
-            column = "score" if m[1] in ("chips", "reward") else m[1]
+            column = _EPISODE_COLUMN[m[1]]
             cells.setdefault(where, {}).setdefault(int(m[2]), {})[column + (m[3] or "")] = float(value)
         elif (m := _PASS_AT.match(name)) is not None:
             cells.setdefault(where, {}).setdefault(int(m[1]), {})["pass_at" + (m[2] or "")] = float(value)
@@ -259,7 +264,8 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
 
     Per environment: final-episode success and Pass@K with 95% intervals; for
     Kuhn also final-hand chips first, since a fixed strategy already maximizes
-    the win rate (METHOD.md section 8). Returns the numbers (index method,
+    the win rate (METHOD.md section 8), then, where the evaluation computed it,
+    the greedy policy's exact final-hand chips (no sampling noise, no interval). Returns the numbers (index method,
     columns ``<env>/<name>``, NaN where a method was not run) and the markdown,
     where missing cells read ``—``."""
     _one_run_per_cell(episodes)
@@ -268,19 +274,28 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
     envs = sorted(dict.fromkeys(episodes.env), key=env_sort_key)
     names = {"score": "chips", "success": "success", "pass_at": "pass_at_k"}
     numbers = pd.DataFrame(index=pd.Index(methods, name="method"))
+
+    def value(method: str, env: str, column: str) -> float:
+        return final.at[(method, env), column] if (method, env) in final.index else math.nan
+
     for env in envs:
         measures = ("score", "success", "pass_at") if env == "kuhn_poker" else ("success", "pass_at")
         for measure in measures:
             for suffix in ("", "_low", "_high"):
-                numbers[f"{env}/{names[measure]}{suffix}"] = [
-                    final.at[(m, env), measure + suffix] if (m, env) in final.index else math.nan for m in methods]
+                numbers[f"{env}/{names[measure]}{suffix}"] = [value(m, env, measure + suffix) for m in methods]
+        if env == "kuhn_poker":
+            numbers[f"{env}/chips_exact"] = [value(m, env, "score_exact") for m in methods]
         numbers[f"{env}/k"] = pd.array([final.at[(m, env), "episode"] if (m, env) in final.index else None
                                         for m in methods], dtype="Int64")
+    # The exact greedy column appears once some Kuhn run has it (deterministic opponents).
+    exact = "kuhn_poker" in envs and bool(numbers["kuhn_poker/chips_exact"].notna().any())
     header = ["method"]
     for env in envs:
         label, ks = ENV_LABELS.get(env, env), set(numbers[f"{env}/k"].dropna())
         if env == "kuhn_poker":
             header.append(f"{label} chips, final hand")
+            if exact:
+                header.append(f"{label} greedy policy's exact chips, final hand")
         header += [f"{label} success, final episode", f"{label} Pass@{int(ks.pop()) if len(ks) == 1 else 'K'}"]
     rows = []
     for method in methods:
@@ -288,6 +303,9 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
         for env in envs:
             if env == "kuhn_poker":
                 cells.append(fmt_interval(*_bounds(numbers, method, f"{env}/chips"), signed=True))
+                if exact:
+                    greedy = float(numbers.at[method, f"{env}/chips_exact"])
+                    cells.append(MISSING if math.isnan(greedy) else f"{greedy:+.3f}")
             cells += [fmt_interval(*_bounds(numbers, method, f"{env}/success")),
                       fmt_interval(*_bounds(numbers, method, f"{env}/pass_at_k"))]
         rows.append(cells)
@@ -297,7 +315,8 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
 def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, suite, group), the population (``all``) first: n, mean
     score, success, draw and Pass@k for every k, and for Kuhn the exact best-response
-    value and the exploitation ratio (final-hand chips over it)."""
+    value, the exploitation ratio (final-hand chips over it) and, where computed,
+    the greedy policy's exact chips per hand (``score_exact_ep{k}``)."""
     order = {run: i for i, run in enumerate(dict.fromkeys(episodes.run))}
     keys = ["env", "method", "run", "suite", "group"]
     rows = []
@@ -310,6 +329,8 @@ def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
         for r in g.sort_values("episode").itertuples():
             row.update({f"score_ep{r.episode}": r.score, f"success_ep{r.episode}": r.success,
                         f"draw_ep{r.episode}": r.draw, f"pass_at_{r.episode}": r.pass_at})
+            if not pd.isna(r.score_exact):
+                row[f"score_exact_ep{r.episode}"] = r.score_exact
         rows.append(row)
     rows.sort(key=lambda r: (env_sort_key(r["env"]), order[r["run"]], r["suite"] != IN_DOMAIN, r["suite"],
                              r["group"] != "all", r["group"]))
@@ -330,6 +351,8 @@ def flat_metrics(tables: RunTables) -> dict[str, float]:
                     value = getattr(r, column + suffix)
                     if not math.isnan(value):
                         out[prefix + name + suffix] = float(value)
+            if not pd.isna(r.score_exact):
+                out[prefix + f"chips_exact_ep{k}"] = float(r.score_exact)
     for r in tables.overview.itertuples():
         for name in SUMMARY_KEYS:
             value = getattr(r, name)

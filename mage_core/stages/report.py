@@ -270,7 +270,9 @@ def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | 
     if unknown:
         text += f" (no exact ceiling on file for {', '.join(unknown)})"
     return text + ("; per opponent, the exploitation ratio is the share of the exact best-response value the final "
-                   "hand takes.\n")
+                   "hand takes. The greedy policy's exact chips (where shown) play the most likely action at every "
+                   "decision against every opponent, seat and deal enumerated: no sampling noise, so no interval; "
+                   "the sampled chips are the policy as it plays, at temperature 1.\n")
 
 
 def table1_title(settings: Mapping[str, RunSettings]) -> str:

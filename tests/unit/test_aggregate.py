@@ -146,6 +146,26 @@ def test_table1_cells_read_metrics_json_and_mark_missing(roots: tuple[Path, Path
     assert lines[3] == "| gigpo | — | — | — | 0.600 [0.500, 0.700] | 0.800 [0.700, 0.900] |"
 
 
+def test_table1_has_the_exact_greedy_column_when_an_evaluation_computed_it(tmp_path: Path) -> None:
+    exact = {f"eval/in_domain/all/chips_exact_ep{k}": v for k, v in ((1, 0.125), (2, 0.175), (3, 0.2162))}
+    write_eval(tmp_path, "with", "kuhn_poker", kuhn_metrics() | exact)
+    write_eval(tmp_path, "without", "kuhn_poker", kuhn_metrics())
+    tables = load_runs(tmp_path, None, {"with": ("kuhn_poker", "mage"), "without": ("kuhn_poker", "grpo")})
+    numbers, md = table1(tables.episodes)
+    assert numbers.loc["mage", "kuhn_poker/chips_exact"] == 0.2162
+    assert math.isnan(numbers.loc["grpo", "kuhn_poker/chips_exact"])
+    lines = md.splitlines()
+    assert lines[0].startswith("| method | Kuhn Poker chips, final hand | Kuhn Poker greedy policy's exact chips, "
+                               "final hand | Kuhn Poker success")
+    assert lines[2].startswith("| mage | +0.200 [+0.100, +0.300] | +0.216 | 0.700")
+    assert lines[3].startswith("| grpo | +0.200 [+0.100, +0.300] | — | 0.700")
+    assert flat_metrics(tables)["report/kuhn_poker/mage/in_domain_chips_exact_ep3"] == 0.2162
+    assert "report/kuhn_poker/grpo/in_domain_chips_exact_ep3" not in flat_metrics(tables)
+    rows = per_opponent(tables.episodes)
+    assert rows[(rows.run == "with") & (rows.group == "all") & (rows.suite == "in_domain")].iloc[0][
+        "score_exact_ep2"] == 0.175
+
+
 def test_table1_headers_say_k_when_methods_differ(tmp_path: Path) -> None:
     write_eval(tmp_path, "a", "tic_tac_toe", ttt_metrics(3))
     write_eval(tmp_path, "b", "tic_tac_toe", ttt_metrics(2), k=2)
