@@ -130,13 +130,16 @@ def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, flo
     return figures
 
 
-def ttt_table(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
-    """Tic-Tac-Toe (per opponent and seat) and Sokoban (one group): success and draw rates."""
+def ttt_table(cfg: Config, metrics: dict[str, float], k: int, ceiling: dict | None = None) -> dict[str, float]:
+    """Tic-Tac-Toe (per opponent and seat) and Sokoban (one group): success and draw rates;
+    with ``ceiling`` (the JSON of ``mage ttt analyze --out``) the best response's played win rate."""
     table = Table(title=f"{cfg.env.name}: success (and success+draw) rate by episode index (fixed report set)")
-    table.add_column("opponent / seat")
+    table.add_column("opponent / seat", no_wrap=True)
     for i in range(1, k + 1):
         table.add_column(f"ep{i} win", justify="right")
         table.add_column(f"ep{i} win+draw", justify="right")
+    if ceiling is not None:
+        table.add_column("best response win", justify="right")
     figures: dict[str, float] = {}
     groups = sorted({key.split("/")[1] + "/" + key.split("/")[2] for key in metrics
                      if key.startswith("eval/") and not key.startswith("eval/all/")})
@@ -147,6 +150,14 @@ def ttt_table(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float
             win, draw = metrics[f"{prefix}/success_ep{i}"], metrics[f"{prefix}/draw_ep{i}"]
             figures[f"{prefix}/win_or_draw_ep{i}"] = win + draw
             cells += [f"{win:.3f}", f"{win + draw:.3f}"]
+        if ceiling is not None:
+            if g == "all":
+                best = ceiling["population"]["all (weighted)"]["win_win"]
+            else:
+                opponent, seat = g.split("/")
+                best = ceiling["opponents"][opponent][{"first": "0", "second": "1"}[seat]]["win"]["played"]["win"]
+            figures[f"{prefix}/best_response_win"] = best
+            cells.append(f"{best:.3f}")
         table.add_row(g, *cells)
     console.print(table)
     return figures
@@ -167,6 +178,8 @@ def main() -> None:
                         help="override a params key after the method preset, e.g. algorithm.grouping=pooled")
     parser.add_argument("--out", help="default: artifacts/bench/<game>-<method>-<restart>")
     parser.add_argument("--report-only", metavar="DIR", help="skip training; report on DIR's best policy")
+    parser.add_argument("--ceiling", metavar="FILE",
+                        help="Tic-Tac-Toe: the JSON of `mage ttt analyze --out FILE`, printed next to each figure")
     parser.add_argument("--greedy", action="store_true",
                         help="also report the best policy at temperature 0 (its most likely action at every turn)")
     parser.add_argument("--untrained", action="store_true",
@@ -186,7 +199,8 @@ def main() -> None:
         console.print(f"trained {training['iterations']} iterations in {training['minutes']:.1f} min; best "
                       f"training-time eval {training['best_score']:+.4f} at iteration {training['best_iteration']}")
     metrics, k = evaluate_best(cfg, out, args.per_pair, args.report_seed)
-    figures = kuhn_tables(cfg, metrics, k) if args.game == "kuhn_poker" else ttt_table(cfg, metrics, k)
+    ceiling = json.loads(Path(args.ceiling).read_text()) if args.ceiling else None
+    figures = kuhn_tables(cfg, metrics, k) if args.game == "kuhn_poker" else ttt_table(cfg, metrics, k, ceiling)
     report = {
         "game": args.game, "method": args.method, "restart": args.restart, "minutes_budget": args.minutes,
         "threads": args.threads, "per_pair": args.per_pair, "report_seed": args.report_seed, "overrides": args.set,
@@ -203,7 +217,7 @@ def main() -> None:
         greedy, _ = evaluate_best(greedy_cfg, out, args.per_pair, args.report_seed)
         report["greedy_metrics"] = greedy
         report["greedy_figures"] = (kuhn_tables(greedy_cfg, greedy, k) if args.game == "kuhn_poker"
-                                    else ttt_table(greedy_cfg, greedy, k))
+                                    else ttt_table(greedy_cfg, greedy, k, ceiling))
     if report["untrained_metrics"] is not None:
         unit = "chips" if args.game == "kuhn_poker" else "success"
         before, after = report["untrained_metrics"], metrics
