@@ -89,13 +89,16 @@ def test_table1_holds_the_metrics_json_numbers(outputs: dict[str, Any]) -> None:
     kuhn, ttt = eval_metrics(outputs, "kuhn_poker-mage"), eval_metrics(outputs, "tic_tac_toe-mage")
     untrained = eval_metrics(outputs, "kuhn_poker-untrained")
     rows = (outputs["out"] / "table1.md").read_text().splitlines()
-    assert rows[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker success, final episode "
-                       "| Kuhn Poker Pass@3 | Tic-Tac-Toe success, final episode | Tic-Tac-Toe Pass@3 |")
+    assert rows[0] == ("| method | Kuhn Poker chips, final hand | Kuhn Poker greedy policy's exact chips, final hand "
+                       "| Kuhn Poker success, final episode | Kuhn Poker Pass@3 | Tic-Tac-Toe success, final episode "
+                       "| Tic-Tac-Toe Pass@3 |")
     p = "eval/in_domain/all/"
-    assert rows[2] == (f"| mage | {cell(kuhn, p + 'chips_ep3', signed=True)} | {cell(kuhn, p + 'success_ep3')} | "
-                       f"{cell(kuhn, p + 'pass_at_3')} | {cell(ttt, p + 'success_ep3')} | "
-                       f"{cell(ttt, p + 'pass_at_3')} |")
-    assert rows[3] == (f"| untrained | {cell(untrained, p + 'chips_ep3', signed=True)} | "
+    # The exact greedy value: mage evaluate computed it (deterministic archetypes), no interval.
+    exact, exact_untrained = kuhn[p + "chips_exact_ep3"], untrained[p + "chips_exact_ep3"]
+    assert rows[2] == (f"| mage | {cell(kuhn, p + 'chips_ep3', signed=True)} | {exact:+.3f} | "
+                       f"{cell(kuhn, p + 'success_ep3')} | {cell(kuhn, p + 'pass_at_3')} | "
+                       f"{cell(ttt, p + 'success_ep3')} | {cell(ttt, p + 'pass_at_3')} |")
+    assert rows[3] == (f"| untrained | {cell(untrained, p + 'chips_ep3', signed=True)} | {exact_untrained:+.3f} | "
                        f"{cell(untrained, p + 'success_ep3')} | {cell(untrained, p + 'pass_at_3')} | — | — |")
     csv = (outputs["out"] / "table1.csv").read_text().splitlines()
     assert csv[0].startswith("method,kuhn_poker/chips,kuhn_poker/chips_low")
