@@ -11,7 +11,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[dev,pipeline,deepspeed]'
+	$(PIP) -e '.[dev,pipeline,deepspeed,webshop]'
 	touch $@
 
 ## setup: create .venv and install the package with its test tools

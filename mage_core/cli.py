@@ -41,6 +41,7 @@ examples:
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
   mage ttt analyze                           what a perfect exploiting player wins at Tic-Tac-Toe
+  mage webshop generate --out data/webshop  a WebShop catalogue in the official schema (no download)
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
   mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
   mage reproduce                             the paper reproduction (dvc.yaml) as one flow
@@ -90,6 +91,18 @@ def _cmd_ttt_analyze(args: argparse.Namespace) -> int:
 
     return run(args.params, opponents=args.opponent, samples=args.samples, games=args.games, seed=args.seed,
                out=args.out, overrides=args.overrides)
+
+
+def _cmd_webshop_generate(args: argparse.Namespace) -> int:
+    from mage_core.stages.webshop_data import run_generate
+
+    return run_generate(args.out, args.seed, args.products_per_category, args.instructions_per_product)
+
+
+def _cmd_webshop_check(args: argparse.Namespace) -> int:
+    from mage_core.stages.webshop_data import run_check
+
+    return run_check(args.folder, args.seed, args.num_eval)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -313,6 +326,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the searches and games (default: %(default)s)")
     p.add_argument("--out", metavar="FILE", help="also write the figures as JSON")
     p.set_defaults(func=_cmd_ttt_analyze)
+
+    shop = sub.add_parser("webshop", help="WebShop catalogues: generate one, check one", formatter_class=fmt)
+    shop_sub = shop.add_subparsers(dest="webshop_command", metavar="<command>", required=True)
+    p = shop_sub.add_parser("generate", help="write a WebShop catalogue in the official file schema",
+                            description=(
+        "Write items_shuffle.json, items_ins_v2.json and items_human_ins.json (the official WebShop schema) for "
+        "products of six in-domain and two out-of-domain categories, each with shopping instructions that pick it "
+        "out of look-alikes (two of its attributes, one value per option type). No download; under a second."),
+        formatter_class=fmt)
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the three files into")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
+    p.add_argument("--products-per-category", type=int, default=40, metavar="N",
+                   help="products in each of the 8 categories (default: %(default)s)")
+    p.add_argument("--instructions-per-product", type=int, default=3, metavar="N",
+                   help="shopping instructions (goals) per product (default: %(default)s)")
+    p.set_defaults(func=_cmd_webshop_generate)
+    p = shop_sub.add_parser("check", help="load a catalogue, play the scripted expert on every goal",
+                            description=(
+        "Load a WebShop catalogue folder (generated, or the official *_1000.json files), print its train / eval / "
+        "ood splits, play the scripted expert on every goal (each must be bought with score 1; exit 1 otherwise) "
+        "and a random shopper on up to 200 goals of each split for comparison."), formatter_class=fmt)
+    p.add_argument("folder", metavar="DIR", help="the catalogue folder")
+    p.add_argument("--seed", type=int, default=233,
+                   help="seed of prices in a range, price limits and the goal order (official: %(default)s)")
+    p.add_argument("--num-eval", type=int, default=500, metavar="N",
+                   help="in-domain goals of the eval split, the first N (verl-agent: %(default)s)")
+    p.set_defaults(func=_cmd_webshop_check)
     return parser
 
 

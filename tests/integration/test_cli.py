@@ -20,7 +20,8 @@ def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["tournament", "--help"], ["kuhn", "analyze", "--help"],
-                                  ["ttt", "analyze", "--help"],
+                                  ["ttt", "analyze", "--help"], ["webshop", "generate", "--help"],
+                                  ["webshop", "check", "--help"],
                                   ["validate", "--help"], ["train", "--help"], ["evaluate", "--help"],
                                   ["reproduce", "--help"], ["report", "--help"], ["sweep", "--help"],
                                   ["ui", "--help"], ["doctor", "--help"]])

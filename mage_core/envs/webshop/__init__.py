@@ -1,0 +1,8 @@
+"""WebShop (Yao et al. 2022): a text shopping site, its purchase reward, and a
+generator of catalogues in the official file schema (docs/environments.md).
+
+- ``catalogue``: products and goals, the official files' loader, the generator;
+- ``search``: BM25 over the products' indexed text;
+- ``reward``: the official purchase reward (type x matched attributes, options, price);
+- ``env``: the pages, the actions and the episode (``WebShopEnv``), and the scripted expert.
+"""

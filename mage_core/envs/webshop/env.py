@@ -1,0 +1,296 @@
+"""The WebShop agent environment (Yao et al. 2022), written from its published
+behaviour (docs/environments.md lists where it differs from the official code).
+
+Pages and what can be clicked on them (clickables are lower case):
+
+- search: ``WebShop [SEP] Instruction: [SEP] <goal> [SEP] Search``; only
+  ``search[query]``;
+- results: ``Instruction: [SEP] <goal> [SEP] Back to Search [SEP] Page p (Total
+  results: n) [SEP] < Prev [SEP] Next > [SEP] <ASIN> [SEP] <title> [SEP] <price>
+  ...`` (10 a page of at most 50 hits; "< Prev" from page 2; "Next >" always);
+- item: ``... [SEP] Back to Search [SEP] < Prev [SEP] <option type> [SEP]
+  <value> ... [SEP] <title> [SEP] Price: <price> [SEP] Rating: N.A. [SEP]
+  Description [SEP] Features [SEP] Reviews [SEP] Buy Now``; clicking a value
+  selects it for its type (the page does not show the selection, as the
+  official text page does not);
+- description / features / reviews: ``... [SEP] Back to Search [SEP] < Prev [SEP]
+  <content>``.
+
+Actions: ``search[query]`` on any page (a new search, options cleared) and
+``click[name]`` for a clickable of the page. Anything else is invalid: the page
+stays, no reward (the official env), and the turn counts. ``click[buy now]`` ends
+the episode with the purchase's score in [0, 1] (``reward.purchase_reward``);
+the task reward is ``success_reward`` when the score is 1 (verl-agent's success)
+and ``partial_reward_scale x score`` otherwise (0 by default, as verl-agent). An
+episode the turn limit ends pays 0, the worst legal outcome, so stalling never
+pays more than buying the wrong thing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.webshop.catalogue import Catalogue, Goal
+from mage_core.envs.webshop.reward import NOUN_EXTRACTORS, RewardParts, purchase_reward
+from mage_core.envs.webshop.search import TOP_N, SearchEngine
+
+SEP = " [SEP] "
+PAGE_SIZE = 10
+_ACTION = re.compile(r"^\s*(search|click)\[(.+)\]\s*$", re.IGNORECASE | re.DOTALL)
+_SUB_PAGES = ("description", "features", "reviews")
+
+
+@dataclass(frozen=True)
+class WebShopSettings:
+    """Paper settings (METHOD.md section 10: 12 turns); rewards as verl-agent."""
+
+    max_turns: int = 12
+    success_reward: float = 10.0
+    partial_reward_scale: float = 0.0
+    noun_extractor: str = "words"
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.max_turns < 1:
+            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
+        for name in ("success_reward", "partial_reward_scale"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                errors.append(f"{name} must be finite and >= 0, got {value}")
+        if self.noun_extractor not in NOUN_EXTRACTORS:
+            errors.append(f"noun_extractor must be one of {sorted(NOUN_EXTRACTORS)}, got {self.noun_extractor!r}")
+        if errors:
+            raise ValueError("WebShopSettings: " + "; ".join(errors))
+
+
+class WebShopEnv:
+    """One shopping goal per episode, drawn from ``goals`` by the generator;
+    ``restart()`` replays the same goal from the search page."""
+
+    name = "webshop"
+
+    def __init__(self, settings: WebShopSettings, rng: np.random.Generator, catalogue: Catalogue,
+                 goals: Sequence[Goal], engine: SearchEngine | None = None) -> None:
+        if not goals:
+            raise ValueError("WebShopEnv needs at least one goal")
+        missing = sorted({g.asin for g in goals} - set(catalogue.by_asin))
+        if missing:
+            raise ValueError(f"WebShop goals name products the catalogue lacks: {', '.join(missing[:5])}")
+        self.settings = settings
+        self.catalogue = catalogue
+        self.goals = tuple(goals)
+        self._rng = check_generator(rng, "WebShopEnv")
+        self._engine = engine or SearchEngine([p.search_text() for p in catalogue.products])
+        self.goal: Goal | None = None
+        self.last_purchase: RewardParts | None = None
+
+    # ------------------------------------------------------------------ life cycle
+    def reset(self) -> None:
+        self.goal = self.goals[int(self._rng.integers(len(self.goals)))]
+        self.restart()
+
+    def set_goal(self, goal: Goal) -> None:
+        """Start an episode on a given goal (evaluation over a fixed list)."""
+        if goal.asin not in self.catalogue.by_asin:
+            raise ValueError(f"goal names product {goal.asin}, which the catalogue lacks")
+        self.goal = goal
+        self.restart()
+
+    def restart(self) -> None:
+        if self.goal is None:
+            raise RuntimeError("WebShopEnv.restart() before reset()")
+        self._page = "search"
+        self._keywords = ""
+        self._hits: list[int] = []
+        self._page_num = 1
+        self._asin: str | None = None
+        self._options: dict[str, str] = {}
+        self._turn = 0
+        self._done = False
+        self.last_purchase = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    # ------------------------------------------------------------------ pages
+    def _product(self):
+        return self.catalogue.by_asin[self._asin]
+
+    def _page_items(self) -> list:
+        start = (self._page_num - 1) * PAGE_SIZE
+        return [self.catalogue.products[i] for i in self._hits[start:start + PAGE_SIZE]]
+
+    def clickables(self) -> list[str]:
+        """What ``click[...]`` accepts on the current page, in page order."""
+        if self._done or self._page == "search":
+            return []
+        if self._page == "results":
+            names = ["back to search"] + (["< prev"] if self._page_num > 1 else []) + ["next >"]
+            return names + [p.asin.lower() for p in self._page_items()]
+        if self._page == "item":
+            values = [v for vals in self._product().options.values() for v in vals]
+            return ["back to search", "< prev", *_SUB_PAGES, "buy now", *values]
+        return ["back to search", "< prev"]
+
+    def observation(self) -> str:
+        goal = self.goal.instruction
+        if self._page == "search":
+            return SEP.join(["WebShop", "Instruction:", goal, "Search"])
+        head = ["Instruction:", goal, "Back to Search"]
+        if self._page == "results":
+            parts = head + [f"Page {self._page_num} (Total results: {len(self._hits)})"]
+            parts += (["< Prev"] if self._page_num > 1 else []) + ["Next >"]
+            for p in self._page_items():
+                parts += [p.asin, p.name, p.price_text]
+            return SEP.join(parts)
+        product = self._product()
+        if self._page == "item":
+            parts = head + ["< Prev"]
+            for option_type, values in product.options.items():
+                parts += [option_type, *values]
+            parts += [product.name, f"Price: {product.price_text}", "Rating: N.A.", "Description",
+                      "Features", "Reviews", "Buy Now"]
+            return SEP.join(parts)
+        content = {"description": [product.description] if product.description else [],
+                   "features": list(product.bullets), "reviews": []}[self._page]
+        return SEP.join(head + ["< Prev", *content])
+
+    def compact_observation(self) -> str:
+        raise NotImplementedError(
+            "WebShop has no compact prompt yet: its pages are free text that the embedded "
+            "model's word tokenizer does not cover; use policy.prompt_style: paper with a real model"
+        )
+
+    def compact_action(self, action: str) -> str:
+        raise NotImplementedError("WebShop has no compact (one-token) actions yet; see compact_observation")
+
+    # ------------------------------------------------------------------ actions
+    def search_action(self) -> str:
+        """The search a constrained policy may issue: the goal's instruction
+        without its price clause (the agent sees the whole instruction)."""
+        text = self.goal.instruction.split(", and price lower than")[0]
+        return f"search[{text}]"
+
+    def legal_actions(self) -> list[str]:
+        if self._done:
+            return []
+        if self._page == "search":
+            return [self.search_action()]
+        return [f"click[{c}]" for c in self.clickables()]
+
+    def parse_action(self, response: str) -> str | None:
+        """``search[q]`` (any page, q not empty) or ``click[x]`` for a clickable
+        of this page, canonical lower case; the text may be wrapped in
+        ``<action>`` tags. None if invalid; never raises."""
+        if not isinstance(response, str) or self._done:
+            return None
+        text = extract_action_text(response)
+        match = _ACTION.match(text if text is not None else response)
+        if match is None:
+            return None
+        verb, arg = match.group(1).lower(), " ".join(match.group(2).split()).lower()
+        if not arg:
+            return None
+        if verb == "search":
+            return f"search[{arg}]"
+        return f"click[{arg}]" if arg in self.clickables() and arg != "search" else None
+
+    def step(self, action: str | None) -> StepResult:
+        if self._done:
+            raise RuntimeError("WebShopEnv.step() after the episode ended; call restart() or reset()")
+        self._turn += 1
+        reward, outcome, info = 0.0, None, {}
+        invalid = action is None or self.parse_action(action) != action
+        if not invalid:
+            verb, arg = action[: action.index("[")], action[action.index("[") + 1: -1]
+            if verb == "search":
+                self._keywords = arg
+                self._hits = self._engine.search(arg, TOP_N)
+                self._page, self._page_num, self._asin, self._options = "results", 1, None, {}
+            else:
+                outcome, reward, info = self._click(arg)
+        if outcome is None and self._turn >= self.settings.max_turns:
+            outcome = Outcome.TIMEOUT  # pays 0: every legal purchase earns >= 0
+        if outcome is not None:
+            self._done = True
+        return StepResult(reward=reward, done=self._done, invalid=invalid, outcome=outcome, info=info)
+
+    def _click(self, name: str):
+        if name == "back to search":
+            self._page, self._keywords, self._hits, self._page_num = "search", "", [], 1
+            self._asin, self._options = None, {}
+        elif self._page == "results":
+            if name == "next >":
+                self._page_num += 1
+            elif name == "< prev":
+                self._page_num -= 1
+            else:
+                self._asin, self._options, self._page = name.upper(), {}, "item"
+        elif self._page == "item":
+            if name == "< prev":
+                self._page, self._asin, self._options = "results", None, {}
+            elif name in _SUB_PAGES:
+                self._page = name
+            elif name == "buy now":
+                return self._buy()
+            else:
+                for option_type, values in self._product().options.items():
+                    if name in values:
+                        self._options[option_type] = name
+                        break
+        else:  # a sub-page: "< prev" back to the item, options kept
+            self._page = "item"
+        return None, 0.0, {}
+
+    def _buy(self):
+        product = self._product()
+        parts = purchase_reward(product, self.goal, self._options.values(),
+                                self.catalogue.prices[product.asin], self.settings.noun_extractor)
+        self.last_purchase = parts
+        won = parts.reward == 1.0
+        s = self.settings
+        reward = s.success_reward if won else s.partial_reward_scale * parts.reward
+        return (Outcome.WIN if won else Outcome.LOSS), reward, {"score": parts.reward, "asin": product.asin}
+
+    def legal_return_floor(self) -> float:
+        return 0.0
+
+
+def expert_actions(env: WebShopEnv) -> list[str]:
+    """A scripted expert's next action from the current page, as the list of
+    the remaining plan's first step (empty when done): search the goal
+    product's title, page to it, open it, pick the goal's options, buy.
+
+    It knows the goal's product (as the human demonstrations' shoppers read the
+    instruction and recognise it); it is the conformance oracle of the tests."""
+    if env.done:
+        return []
+    goal = env.goal
+    target = goal.asin.lower()
+    page = env._page
+    if page == "search":
+        return [f"search[{env.catalogue.by_asin[goal.asin].name.lower()}]"]
+    if page == "results":
+        clickables = env.clickables()
+        if target in clickables:
+            return [f"click[{target}]"]
+        return ["click[next >]"]
+    if page == "item" and env._asin != goal.asin:
+        return ["click[< prev]"]
+    if page == "item":
+        for value in goal.options:
+            if value not in env._options.values():
+                return [f"click[{value}]"]
+        return ["click[buy now]"]
+    return ["click[< prev]"]

@@ -1,0 +1,109 @@
+"""``mage webshop generate`` and ``mage webshop check``: WebShop catalogues.
+
+``generate`` writes a catalogue in the official file schema from a seed (no
+download); ``check`` loads a catalogue folder (generated or the official
+files), prints its splits, plays the scripted expert on every goal (each must
+be bought with score 1) and a uniformly random shopper on the evaluation split
+for comparison. A catalogue the expert cannot solve fails the check (exit 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from mage_core.config import ConfigError
+from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
+from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_actions
+
+SPLITS = ("train", "eval", "ood")
+
+
+def generate(out: str, seed: int, products_per_category: int, instructions_per_product: int) -> int:
+    problems = []
+    if products_per_category < 1:
+        problems.append(f"--products-per-category: must be >= 1, got {products_per_category}")
+    if instructions_per_product < 1:
+        problems.append(f"--instructions-per-product: must be >= 1, got {instructions_per_product}")
+    if problems:
+        raise ConfigError("command line", problems)
+    content = generate_catalogue(np.random.default_rng(seed), products_per_category, instructions_per_product)
+    folder = write_catalogue(content, out)
+    Console().print(f"wrote {len(content['items_shuffle.json'])} products to {folder} "
+                    f"(check it: mage webshop check {folder})")
+    return 0
+
+
+def play_expert(env: WebShopEnv, goal) -> tuple[float, int]:
+    """The expert's purchase score on ``goal`` and the turns it took (score 0 if it never bought)."""
+    env.set_goal(goal)
+    while not env.done:
+        env.step(expert_actions(env)[0])
+    return (env.last_purchase.reward if env.last_purchase else 0.0), env.turn
+
+
+def play_random(env: WebShopEnv, goal, rng: np.random.Generator) -> float:
+    """A shopper choosing uniformly among the legal actions; its score (0 if it never bought)."""
+    env.set_goal(goal)
+    while not env.done:
+        actions = env.legal_actions()
+        env.step(actions[int(rng.integers(len(actions)))])
+    return env.last_purchase.reward if env.last_purchase else 0.0
+
+
+def check(folder: str, seed: int, num_eval: int) -> int:
+    console = Console()
+    try:
+        catalogue = load_catalogue(folder, seed=seed)
+    except CatalogueError as err:
+        console.print(f"[red]error:[/red] {err}")
+        return 2
+    splits = {name: catalogue.split(name, num_eval=num_eval) for name in SPLITS}
+    # the expert must solve every goal within the paper's 12 turns
+    env = WebShopEnv(WebShopSettings(), np.random.default_rng(seed), catalogue, catalogue.goals)
+    table = Table(title=f"WebShop catalogue {folder}: {len(catalogue.products)} products")
+    for column in ("split", "goals", "expert solved", "expert turns (max)", "random shopper score (mean)"):
+        table.add_column(column, justify="right")
+    failures = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("expert", total=len(catalogue.goals))
+        for name, goals in splits.items():
+            solved, turns = 0, []
+            for goal in goals:
+                score, n = play_expert(env, goal)
+                solved += score == 1.0
+                turns.append(n)
+                if score != 1.0:
+                    failures.append((name, goal.instruction, score))
+                progress.advance(task)
+            rng = np.random.default_rng([seed, len(name)])
+            random_scores = [play_random(env, g, rng) for g in goals[:200]]
+            table.add_row(name, str(len(goals)), f"{solved}/{len(goals)}",
+                          f"{np.mean(turns):.1f} ({max(turns)})" if turns else "-",
+                          f"{np.mean(random_scores):.3f} on {len(random_scores)}" if random_scores else "-")
+    console.print(table)
+    for name, instruction, score in failures[:10]:
+        console.print(f"[red]expert failed[/red] ({name}, score {score:.3f}): {instruction}")
+    return 1 if failures else 0
+
+
+def run_generate(out: str, seed: int, products_per_category: int, instructions_per_product: int) -> int:
+    try:
+        return generate(out, seed, products_per_category, instructions_per_product)
+    except ConfigError as err:
+        Console(stderr=True).print(str(err))
+        return 2
+
+
+def run_check(folder: str, seed: int, num_eval: int) -> int:
+    if num_eval < 0:
+        Console(stderr=True).print(f"--num-eval: must be >= 0, got {num_eval}")
+        return 2
+    if not Path(folder).exists():
+        Console(stderr=True).print(f"error: {folder}: no such folder (generate one: mage webshop generate --out {folder})")
+        return 2
+    return check(folder, seed, num_eval)

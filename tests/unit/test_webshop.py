@@ -1,0 +1,372 @@
+"""WebShop: the purchase reward against hand-computed values and the published
+examples, the catalogue loader's errors, the pages and actions, and the
+conformance of the generated catalogue (the expert buys every goal with score 1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mage_core.cli import main
+from mage_core.envs.base import Outcome
+from mage_core.envs.webshop.catalogue import (
+    OOD_CATEGORIES, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
+    price_upper, write_catalogue,
+)
+from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_actions
+from mage_core.envs.webshop.reward import (
+    attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
+)
+from mage_core.envs.webshop.search import SearchEngine
+from mage_core.stages.webshop_data import play_expert, play_random
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return write_catalogue(generate_catalogue(np.random.default_rng(0)), tmp_path_factory.mktemp("shop"))
+
+
+@pytest.fixture(scope="module")
+def catalogue(folder):
+    return load_catalogue(folder)
+
+
+@pytest.fixture()
+def env(catalogue) -> WebShopEnv:
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, catalogue.goals)
+    e.reset()
+    return e
+
+
+def product(**kw) -> Product:
+    base = dict(asin="B000000001", category="beauty", query="shampoo", name="Acme Shampoo",
+                product_category="Beauty › Hair Care › Shampoo", description="", bullets=(),
+                pricing=(10.0,), options={}, attributes=())
+    base.update(kw)
+    return Product(**base)
+
+
+def goal(**kw) -> Goal:
+    base = dict(asin="B000000001", category="beauty", query="shampoo", name="Acme Shampoo",
+                product_category="Beauty › Hair Care › Shampoo", instruction="i need shampoo",
+                attributes=(), options=(), price_upper=20.0)
+    base.update(kw)
+    return Goal(**base)
+
+
+# ---------------------------------------------------------------- reward
+
+
+def test_published_attribute_example_matches():
+    # WebShop paper / official tests: "natural ingredients" is in "tea tree / essential oils / natural ingredients"
+    assert attributes_matched(["natural ingredients"], ["tea tree / essential oils / natural ingredients"],
+                              "", [], "") == 1
+    assert attributes_matched(["natural ingredients"], ["fragrance free"], "", [], "") == 0
+
+
+def test_attribute_substring_fallback_searches_title_bullets_description():
+    assert attributes_matched(["travel size"], [], "Acme Travel Size Shampoo", [], "") == 1
+    assert attributes_matched(["travel size"], [], "", ["Comes In Travel Size"], "") == 1
+    assert attributes_matched(["travel size"], [], "", [], "a travel size bottle") == 1
+    assert attributes_matched(["travel size"], [], "Acme", ["big"], "large") == 0
+
+
+@pytest.mark.parametrize("raw, expected", [
+    # the official normalize_color tests
+    ("black forest", "black"), ("violet lavender", "lavender"), ("steelivy fuchsia", "fuchsia"),
+    ("123alabaster", "alabaster"), ("webshop", "webshop"),
+    # first entry of the list that is a substring, no word boundary
+    ("navy blue", "blue"), ("light grey", "grey"), ("cashmere", "ash"),
+])
+def test_normalize_color(raw, expected):
+    assert normalize_color(raw) == expected
+
+
+def test_options_colour_normalised_then_fuzzy():
+    assert options_matched(["navy blue"], ["blue"]) == 1  # both become "blue"
+    assert options_matched(["large", "blue"], ["x-large", "navy blue"]) == 2  # "large" within "x large"
+    assert options_matched(["small"], ["medium"]) == 0
+    assert options_matched(["16 fl oz"], ["8 fl oz"]) == 0  # token sets {16, fl, oz} vs {8, fl, oz}: 80
+
+
+def test_category_match_needs_two_shared_parts():
+    # the official test pairs
+    assert type_reward("q1", "a › a › b", "acme shampoo", "q2", "a › b › c", "acme shampoo")[2] is True
+    assert type_reward("q1", "a › a › d", "acme shampoo", "q2", "a › b › c", "acme shampoo")[2] is False
+
+
+def test_type_reward_branches_by_hand():
+    # title_score = shared nouns / goal nouns ("words" extractor: words of 3+ letters, no stop words)
+    r, q, c, t = type_reward("x", "a › b", "acme shampoo", "y", "c › d", "acme shampoo")
+    assert (r, q, c, t) == (1.0, False, False, 1.0)
+    # 1 of 5 goal words shared: 0.2, not > 0.2, and no query or category match -> 0.5
+    r, *_, t = type_reward("x", "a › b", "acme", "y", "c › d", "acme bottle brush comb towel")
+    assert (r, t) == (0.5, 0.2)
+    # 1 of 11 shared: below 0.1 -> 0.1 (even with the query matching)
+    r, q, _, t = type_reward("same", "a", "acme", "same", "b", " ".join(["acme"] + [f"word{i}x" for i in "abcdefghij"]))
+    assert q and r == 0.1 and t == pytest.approx(1 / 11)
+    # nothing shared -> 0, whatever matches
+    r, q, c, t = type_reward("same", "a › b", "zebra", "same", "a › b", "acme shampoo")
+    assert (r, q, c, t) == (0.0, True, True, 0.0)
+    # a goal title with no word at all scores 0.2
+    assert type_reward("x", "a", "acme", "y", "b", "a b")[3] == 0.2
+
+
+def test_spacy_branch_says_what_is_missing():
+    try:
+        import spacy  # noqa: F401
+        spacy.load("en_core_web_sm")
+    except (ImportError, OSError):
+        with pytest.raises(RuntimeError, match="en_core_web_sm"):
+            type_reward("x", "a", "acme shampoo", "y", "b", "acme shampoo", noun_extractor="spacy")
+    else:  # pragma: no cover - only where the model is installed
+        assert type_reward("x", "a", "acme shampoo", "y", "b", "acme shampoo", noun_extractor="spacy")[3] == 1.0
+    with pytest.raises(ValueError, match="noun_extractor"):
+        type_reward("x", "a", "b", "y", "c", "d", noun_extractor="nltk")
+
+
+def test_purchase_reward_by_hand():
+    p = product(attributes=("paraben free",), description="gentle and sulfate free",
+                options={"size": ("8 fl oz", "16 fl oz"), "scent": ("lavender",)})
+    g = goal(attributes=("paraben free", "sulfate free", "tea tree"), options=("16 fl oz", "mint"), price_upper=20.0)
+    # attributes 2 of 3 (fuzzy, substring), options 1 of 2, price 15 <= 20: (2 + 1 + 1) / (3 + 2 + 1)
+    parts = purchase_reward(p, g, ["16 fl oz", "lavender"], 15.0)
+    assert parts.reward == pytest.approx(4 / 6)
+    assert (parts.attributes_matched, parts.options_matched, parts.price_ok, parts.r_type) == (2, 1, True, 1.0)
+    # over the limit, same product: (2 + 1 + 0) / 6
+    assert purchase_reward(p, g, ["16 fl oz"], 25.0).reward == pytest.approx(3 / 6)
+    # the wrong kind of product: 1 of the goal title's 5 words shared (0.2, not above), no query or
+    # category match -> r_type 0.5, half of (1 + 1) / 2
+    other = product(name="Acme Bottle", query="bottle", product_category="Kitchen › Bottles",
+                    attributes=("paraben free",), description="gentle and sulfate free")
+    g2 = goal(name="Acme Shampoo Brush Comb Towel", attributes=("paraben free",), options=())
+    parts = purchase_reward(other, g2, [], 15.0)
+    assert parts.r_type == 0.5 and parts.reward == pytest.approx(0.5 * (1 + 1) / 2)
+
+
+# ---------------------------------------------------------------- catalogue
+
+
+def test_pricing_parse_and_price_limit():
+    assert parse_pricing("$12.99") == (12.99,)
+    assert parse_pricing("$12.99 - $15.99") == (12.99, 15.99)
+    assert parse_pricing("") == ()
+    # next four multiples of ten above 12.99: 20, 30, 40, 50; the max of two distinct draws is 30..50
+    draws = {price_upper(12.99, np.random.default_rng(s)) for s in range(200)}
+    assert draws == {30.0, 40.0, 50.0}
+    assert price_upper(985.0, np.random.default_rng(0)) == 1_000_000.0
+
+
+def test_generated_catalogue_has_the_official_schema(folder):
+    products = json.loads((folder / "items_shuffle.json").read_text())
+    fields = {"asin", "category", "query", "name", "product_category", "full_description",
+              "small_description", "pricing", "images", "customization_options"}
+    assert products and all(fields <= set(p) for p in products)
+    assert all(len(p["asin"]) == 10 for p in products)
+    for p in products:
+        for values in p["customization_options"].values():
+            assert all(set(v) == {"value", "image"} for v in values)
+    attrs = json.loads((folder / "items_ins_v2.json").read_text())
+    ins = json.loads((folder / "items_human_ins.json").read_text())
+    assert set(attrs) == set(ins) == {p["asin"] for p in products}
+    entry = next(iter(ins.values()))[0]
+    assert {"instruction", "instruction_attributes", "instruction_options"} <= set(entry)
+
+
+def test_splits_are_disjoint_and_ood_is_unseen(catalogue):
+    train, ev, ood = (catalogue.split(s) for s in ("train", "eval", "ood"))
+    assert len(ev) == 500 and train and ood
+    assert len(train) + len(ev) + len(ood) == len(catalogue.goals)
+    assert {g.category for g in ood} == set(OOD_CATEGORIES)
+    assert not {g.category for g in train + ev} & set(OOD_CATEGORIES)
+    assert not {g.instruction for g in train} & {g.instruction for g in ev}
+    with pytest.raises(ValueError, match="split"):
+        catalogue.split("test")
+
+
+def test_loader_accepts_the_official_file_names(folder, tmp_path):
+    for name in ("items_shuffle", "items_ins_v2", "items_human_ins"):
+        (tmp_path / f"{name}_1000.json").write_text((folder / f"{name}.json").read_text())
+    assert len(load_catalogue(tmp_path).goals) == len(load_catalogue(folder).goals)
+
+
+def _copy(folder: Path, to: Path) -> Path:
+    for f in folder.iterdir():
+        (to / f.name).write_text(f.read_text())
+    return to
+
+
+def test_loader_errors_name_the_file_and_the_fix(folder, tmp_path):
+    with pytest.raises(CatalogueError, match="no such catalogue folder"):
+        load_catalogue(tmp_path / "missing")
+    with pytest.raises(CatalogueError, match="items_shuffle.json.*mage webshop generate"):
+        load_catalogue(tmp_path)
+    bad = _copy(folder, tmp_path)
+    (bad / "items_ins_v2.json").write_text("{not json")
+    with pytest.raises(CatalogueError, match="items_ins_v2.json: not valid JSON"):
+        load_catalogue(bad)
+
+
+def test_loader_errors_on_missing_fields_and_unknown_products(folder, tmp_path):
+    bad = _copy(folder, tmp_path)
+    rows = json.loads((bad / "items_shuffle.json").read_text())
+    del rows[3]["pricing"]
+    (bad / "items_shuffle.json").write_text(json.dumps(rows))
+    with pytest.raises(CatalogueError, match="item 3.*lacks pricing"):
+        load_catalogue(bad)
+    (tmp_path / "b").mkdir()
+    bad2 = _copy(folder, tmp_path / "b")
+    ins = json.loads((bad2 / "items_human_ins.json").read_text())
+    ins["B0NOTTHERE"] = [{"instruction": "x", "instruction_attributes": ["y"]}]
+    (bad2 / "items_human_ins.json").write_text(json.dumps(ins))
+    with pytest.raises(CatalogueError, match="B0NOTTHERE"):
+        load_catalogue(bad2)
+
+
+# ---------------------------------------------------------------- search
+
+
+def test_search_finds_a_title_first_and_nothing_for_unknown_words(catalogue):
+    engine = SearchEngine([p.search_text() for p in catalogue.products])
+    for i in (0, 17, 200):
+        assert engine.search(catalogue.products[i].name)[0] == i
+    assert engine.search("zzzz qqqq") == []
+    assert len(engine.search("shampoo conditioner tea shirt")) == 50
+
+
+# ---------------------------------------------------------------- pages and actions
+
+
+def test_search_page_text_and_actions(env):
+    obs = env.observation()
+    assert obs == f"WebShop [SEP] Instruction: [SEP] {env.goal.instruction} [SEP] Search"
+    assert env.legal_actions() == [env.search_action()]
+    assert env.parse_action("click[search]") is None
+    assert env.parse_action("<think>x</think><action>Search[ Green  TEA ]</action>") == "search[green tea]"
+
+
+def test_results_item_and_subpages(env, catalogue):
+    env.step("search[green tea organic]")
+    obs = env.observation()
+    assert "Page 1 (Total results: " in obs and "< Prev" not in obs and "Next >" in obs
+    first = env.clickables()[2]
+    assert env.clickables()[:2] == ["back to search", "next >"] and len(env.clickables()) == 12
+    env.step("click[next >]")
+    assert "Page 2" in env.observation() and env.clickables()[1] == "< prev"
+    env.step(f"click[{env.clickables()[3]}]")
+    item = catalogue.by_asin[env._asin]
+    assert env.observation().endswith(f"{item.name} [SEP] Price: {item.price_text} [SEP] Rating: N.A. "
+                                      "[SEP] Description [SEP] Features [SEP] Reviews [SEP] Buy Now")
+    env.step("click[features]")
+    assert env.observation().endswith(" [SEP] ".join(item.bullets))
+    env.step("click[< prev]")
+    assert env._page == "item"
+    env.step("click[< prev]")
+    assert "Page 2" in env.observation()
+    env.step("click[< prev]")
+    assert env.clickables()[2] == first
+
+
+def test_option_selection_overwrites_and_leaving_clears(env, catalogue):
+    g = env.goal
+    env.step(f"search[{catalogue.by_asin[g.asin].name.lower()}]")
+    env.step(f"click[{g.asin.lower()}]")
+    options = catalogue.by_asin[g.asin].options
+    kind, values = next(iter(options.items()))
+    env.step(f"click[{values[0]}]")
+    env.step(f"click[{values[1]}]")
+    assert env._options == {kind: values[1]}
+    env.step("click[< prev]")
+    assert env._options == {}
+
+
+def test_invalid_action_changes_nothing(env):
+    env.step("search[shampoo]")
+    before = env.observation()
+    for bad in (None, "click[buy now]", "click[b0nothere]"):
+        result = env.step(bad)
+        assert result.invalid and result.reward == 0.0 and not result.done
+        assert env.observation() == before
+    assert env.turn == 4
+
+
+def test_turn_limit_pays_zero_and_step_after_end_raises(catalogue):
+    e = WebShopEnv(WebShopSettings(max_turns=3), np.random.default_rng(1), catalogue, catalogue.goals)
+    e.reset()
+    results = [e.step("search[tea]") for _ in range(3)]
+    assert [r.reward for r in results] == [0.0] * 3
+    assert results[-1].outcome is Outcome.TIMEOUT and e.done and e.legal_return_floor() == 0.0
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        e.step("search[tea]")
+    e.restart()
+    assert e.turn == 0 and e.observation().startswith("WebShop [SEP]")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_parse_action_never_raises(text):
+    e = WebShopEnv.__new__(WebShopEnv)
+    e._done, e._page = False, "search"
+    parsed = e.parse_action(text)
+    assert parsed is None or parsed.startswith("search[")
+
+
+def test_settings_reject_bad_values():
+    with pytest.raises(ValueError, match="max_turns.*success_reward.*noun_extractor"):
+        WebShopSettings(max_turns=0, success_reward=float("nan"), noun_extractor="x")
+
+
+# ---------------------------------------------------------------- conformance
+
+
+def test_expert_buys_every_generated_goal_with_score_one(catalogue):
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, catalogue.goals)
+    results = [play_expert(e, g) for g in catalogue.goals]
+    assert all(score == 1.0 for score, _ in results)
+    assert max(turns for _, turns in results) <= WebShopSettings().max_turns
+    # the episode's task reward: verl-agent's 10 on success
+    e.set_goal(catalogue.goals[0])
+    rewards = []
+    while not e.done:
+        rewards.append(e.step(expert_actions(e)[0]).reward)
+    assert rewards[-1] == 10.0 and sum(rewards[:-1]) == 0.0
+
+
+def test_random_shopper_scores_well_below(catalogue):
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, catalogue.goals)
+    rng = np.random.default_rng(3)
+    scores = [play_random(e, g, rng) for g in catalogue.split("eval")[:200]]
+    assert np.mean(scores) < 0.4
+    assert sum(s == 1.0 for s in scores) <= 4
+
+
+def test_partial_credit_option(catalogue):
+    e = WebShopEnv(WebShopSettings(partial_reward_scale=10.0), np.random.default_rng(0), catalogue, catalogue.goals)
+    g = catalogue.goals[0]
+    e.set_goal(g)
+    e.step(f"search[{catalogue.by_asin[g.asin].name.lower()}]")
+    e.step(f"click[{g.asin.lower()}]")
+    result = e.step("click[buy now]")  # no option chosen: partial score
+    assert result.outcome is Outcome.LOSS
+    assert result.reward == pytest.approx(10.0 * e.last_purchase.reward) and 0 < e.last_purchase.reward < 1
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_generate_and_check(tmp_path, capsys):
+    assert main(["webshop", "generate", "--out", str(tmp_path / "c"), "--products-per-category", "5",
+                 "--instructions-per-product", "2"]) == 0
+    assert main(["webshop", "check", str(tmp_path / "c"), "--num-eval", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "20/20" in out and "products" in out
+    assert main(["webshop", "check", str(tmp_path / "nothing")]) == 2
+    assert main(["webshop", "generate", "--out", str(tmp_path / "d"), "--products-per-category", "0"]) == 2
+    assert not (tmp_path / "d").exists()
