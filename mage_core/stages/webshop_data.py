@@ -18,7 +18,7 @@ from rich.table import Table
 
 from mage_core.config import ConfigError
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_actions
+from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_action
 
 SPLITS = ("train", "eval", "ood")
 
@@ -42,7 +42,7 @@ def play_expert(env: WebShopEnv, goal) -> tuple[float, int]:
     """The expert's purchase score on ``goal`` and the turns it took (score 0 if it never bought)."""
     env.set_goal(goal)
     while not env.done:
-        env.step(expert_actions(env)[0])
+        env.step(expert_action(env))
     return (env.last_purchase.reward if env.last_purchase else 0.0), env.turn
 
 

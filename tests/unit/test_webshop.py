@@ -18,7 +18,7 @@ from mage_core.envs.webshop.catalogue import (
     OOD_CATEGORIES, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
     price_upper, write_catalogue,
 )
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_actions
+from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_action
 from mage_core.envs.webshop.reward import (
     attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
 )
@@ -335,7 +335,7 @@ def test_expert_buys_every_generated_goal_with_score_one(catalogue):
     e.set_goal(catalogue.goals[0])
     rewards = []
     while not e.done:
-        rewards.append(e.step(expert_actions(e)[0]).reward)
+        rewards.append(e.step(expert_action(e)).reward)
     assert rewards[-1] == 10.0 and sum(rewards[:-1]) == 0.0
 
 

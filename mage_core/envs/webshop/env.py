@@ -106,7 +106,6 @@ class WebShopEnv:
         if self.goal is None:
             raise RuntimeError("WebShopEnv.restart() before reset()")
         self._page = "search"
-        self._keywords = ""
         self._hits: list[int] = []
         self._page_num = 1
         self._asin: str | None = None
@@ -122,6 +121,21 @@ class WebShopEnv:
     @property
     def turn(self) -> int:
         return self._turn
+
+    @property
+    def page(self) -> str:
+        """search, results, item, description, features or reviews."""
+        return self._page
+
+    @property
+    def open_asin(self) -> str | None:
+        """The product whose item page (or sub-page) is open."""
+        return self._asin
+
+    @property
+    def selected_options(self) -> dict[str, str]:
+        """Option type -> the value clicked on the open item page."""
+        return dict(self._options)
 
     # ------------------------------------------------------------------ pages
     def _product(self):
@@ -215,7 +229,6 @@ class WebShopEnv:
         if not invalid:
             verb, arg = action[: action.index("[")], action[action.index("[") + 1: -1]
             if verb == "search":
-                self._keywords = arg
                 self._hits = self._engine.search(arg, TOP_N)
                 self._page, self._page_num, self._asin, self._options = "results", 1, None, {}
             else:
@@ -228,7 +241,7 @@ class WebShopEnv:
 
     def _click(self, name: str):
         if name == "back to search":
-            self._page, self._keywords, self._hits, self._page_num = "search", "", [], 1
+            self._page, self._hits, self._page_num = "search", [], 1
             self._asin, self._options = None, {}
         elif self._page == "results":
             if name == "next >":
@@ -267,30 +280,22 @@ class WebShopEnv:
         return 0.0
 
 
-def expert_actions(env: WebShopEnv) -> list[str]:
-    """A scripted expert's next action from the current page, as the list of
-    the remaining plan's first step (empty when done): search the goal
-    product's title, page to it, open it, pick the goal's options, buy.
+def expert_action(env: WebShopEnv) -> str | None:
+    """A scripted expert's next action (None when the episode is over): search
+    the goal product's title, page to it, open it, pick the goal's options, buy.
 
     It knows the goal's product (as the human demonstrations' shoppers read the
     instruction and recognise it); it is the conformance oracle of the tests."""
     if env.done:
-        return []
+        return None
     goal = env.goal
     target = goal.asin.lower()
-    page = env._page
-    if page == "search":
-        return [f"search[{env.catalogue.by_asin[goal.asin].name.lower()}]"]
-    if page == "results":
-        clickables = env.clickables()
-        if target in clickables:
-            return [f"click[{target}]"]
-        return ["click[next >]"]
-    if page == "item" and env._asin != goal.asin:
-        return ["click[< prev]"]
-    if page == "item":
-        for value in goal.options:
-            if value not in env._options.values():
-                return [f"click[{value}]"]
-        return ["click[buy now]"]
-    return ["click[< prev]"]
+    if env.page == "search":
+        return f"search[{env.catalogue.by_asin[goal.asin].name.lower()}]"
+    if env.page == "results":
+        return f"click[{target}]" if target in env.clickables() else "click[next >]"
+    if env.page == "item" and env.open_asin == goal.asin:
+        chosen = env.selected_options.values()
+        missing = [value for value in goal.options if value not in chosen]
+        return f"click[{missing[0]}]" if missing else "click[buy now]"
+    return "click[< prev]"  # another product's item page, or a sub-page
