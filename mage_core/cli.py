@@ -102,7 +102,7 @@ def _cmd_webshop_generate(args: argparse.Namespace) -> int:
 def _cmd_webshop_check(args: argparse.Namespace) -> int:
     from mage_core.stages.webshop_data import run_check
 
-    return run_check(args.folder, args.seed, args.num_eval)
+    return run_check(args.folder, args.seed, args.num_eval, args.skip_unknown_goals)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -352,6 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of prices in a range, price limits and the goal order (official: %(default)s)")
     p.add_argument("--num-eval", type=int, default=500, metavar="N",
                    help="in-domain goals of the eval split, the first N (verl-agent: %(default)s)")
+    p.add_argument("--skip-unknown-goals", action="store_true",
+                   help="ignore instructions for products the products file lacks, as the official loader does "
+                        "(needed with the official 1000-product file); the count is printed")
     p.set_defaults(func=_cmd_webshop_check)
     return parser
 

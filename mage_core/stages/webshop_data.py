@@ -55,10 +55,10 @@ def play_random(env: WebShopEnv, goal, rng: np.random.Generator) -> float:
     return env.last_purchase.reward if env.last_purchase else 0.0
 
 
-def check(folder: str, seed: int, num_eval: int) -> int:
+def check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False) -> int:
     console = Console()
     try:
-        catalogue = load_catalogue(folder, seed=seed)
+        catalogue = load_catalogue(folder, seed=seed, skip_unknown_goals=skip_unknown_goals)
     except CatalogueError as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
@@ -86,6 +86,8 @@ def check(folder: str, seed: int, num_eval: int) -> int:
                           f"{np.mean(turns):.1f} ({max(turns)})" if turns else "-",
                           f"{np.mean(random_scores):.3f} on {len(random_scores)}" if random_scores else "-")
     console.print(table)
+    if catalogue.skipped_goals:
+        console.print(f"skipped {catalogue.skipped_goals} instructions for products the products file lacks")
     for name, instruction, score in failures[:10]:
         console.print(f"[red]expert failed[/red] ({name}, score {score:.3f}): {instruction}")
     return 1 if failures else 0
@@ -99,11 +101,11 @@ def run_generate(out: str, seed: int, products_per_category: int, instructions_p
         return 2
 
 
-def run_check(folder: str, seed: int, num_eval: int) -> int:
+def run_check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False) -> int:
     if num_eval < 0:
         Console(stderr=True).print(f"--num-eval: must be >= 0, got {num_eval}")
         return 2
     if not Path(folder).exists():
         Console(stderr=True).print(f"error: {folder}: no such folder (generate one: mage webshop generate --out {folder})")
         return 2
-    return check(folder, seed, num_eval)
+    return check(folder, seed, num_eval, skip_unknown_goals)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mage_core.cli import main
 from mage_core.envs.base import Outcome
 from mage_core.envs.webshop.catalogue import (
-    OOD_CATEGORIES, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
+    OOD_CATEGORIES, Catalogue, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
     price_upper, write_catalogue,
 )
 from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_action
@@ -224,10 +224,56 @@ def test_loader_errors_on_missing_fields_and_unknown_products(folder, tmp_path):
     (tmp_path / "b").mkdir()
     bad2 = _copy(folder, tmp_path / "b")
     ins = json.loads((bad2 / "items_human_ins.json").read_text())
-    ins["B0NOTTHERE"] = [{"instruction": "x", "instruction_attributes": ["y"]}]
+    ins["B0NOTTHERE"] = [{"instruction": "x", "instruction_attributes": ["y"]},
+                         {"instruction": "z", "instruction_attributes": ["y"]}]
     (bad2 / "items_human_ins.json").write_text(json.dumps(ins))
-    with pytest.raises(CatalogueError, match="B0NOTTHERE"):
+    with pytest.raises(CatalogueError, match="B0NOTTHERE.*skip_unknown_goals"):
         load_catalogue(bad2)
+    # the official loader ignores them; with the flag they are counted, the rest is unchanged
+    skipped = load_catalogue(bad2, skip_unknown_goals=True)
+    assert skipped.skipped_goals == 2
+    assert skipped.goals == load_catalogue(folder).goals
+
+
+def test_loader_skips_rows_and_instructions_as_the_official_loader(folder, tmp_path):
+    rows = json.loads((folder / "items_shuffle.json").read_text())
+    ins = json.loads((folder / "items_human_ins.json").read_text())
+    first = rows[0]
+    extra = [dict(first, asin="nan"), dict(first, asin="B0TOOLONG123"), dict(first, name="a duplicate row")]
+    (tmp_path / "items_shuffle.json").write_text(json.dumps(rows + extra))
+    (tmp_path / "items_ins_v2.json").write_text((folder / "items_ins_v2.json").read_text())
+    ins[first["asin"]] = ins[first["asin"]] + [{"instruction": "no attributes", "instruction_attributes": []}]
+    (tmp_path / "items_human_ins.json").write_text(json.dumps(ins))
+    loaded = load_catalogue(tmp_path)
+    assert len(loaded.products) == len(rows)  # nan, an 11+ character asin and a repeated asin dropped
+    assert loaded.by_asin[first["asin"]].name == first["name"]  # the first row of an asin wins
+    assert "no attributes" not in {g.instruction for g in loaded.goals}
+    assert len(loaded.goals) == len(load_catalogue(folder).goals)
+
+
+def test_loader_reads_string_bullets_and_all_price_formats(folder, tmp_path):
+    rows = json.loads((folder / "items_shuffle.json").read_text())
+    rows[0]["small_description"] = "One bullet"
+    rows[0]["pricing"] = "$1,299.00"  # no limit above 980
+    rows[1]["pricing"] = ""
+    rows[2]["pricing"] = "$5.0 - $9.5"
+    rows[3]["pricing"] = "$1.2.3"
+    _copy(folder, tmp_path)
+    (tmp_path / "items_shuffle.json").write_text(json.dumps(rows))
+    with pytest.raises(CatalogueError, match=r"item 3: pricing '\$1.2.3'"):
+        load_catalogue(tmp_path)
+    rows[3]["pricing"] = "$7"
+    (tmp_path / "items_shuffle.json").write_text(json.dumps(rows))
+    loaded = load_catalogue(tmp_path)
+    p0, p1, p2, p3 = (loaded.by_asin[r["asin"]] for r in rows[:4])
+    assert p0.bullets == ("One bullet",)
+    assert (p0.price_text, p1.price_text, p2.price_text, p3.price_text) == ("$1299.0", "$100.0", "$5.0 to $9.5", "$7.0")
+    assert loaded.prices[p1.asin] == 100.0 and 5.0 <= loaded.prices[p2.asin] <= 9.5
+    g0 = [g for g in loaded.goals if g.asin == p0.asin]
+    assert g0 and all(g.price_upper == 1_000_000.0 and "price lower than" not in g.instruction for g in g0)
+    g3 = [g for g in loaded.goals if g.asin == p3.asin]
+    assert all(g.instruction.endswith(f"price lower than {g.price_upper:.2f} dollars") for g in g3)
+    assert {g.price_upper for g in g3} <= {20.0, 30.0, 40.0, 50.0}
 
 
 # ---------------------------------------------------------------- search
@@ -309,13 +355,73 @@ def test_turn_limit_pays_zero_and_step_after_end_raises(catalogue):
     assert e.turn == 0 and e.observation().startswith("WebShop [SEP]")
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=60))
-def test_parse_action_never_raises(text):
-    e = WebShopEnv.__new__(WebShopEnv)
-    e._done, e._page = False, "search"
+def _env_on(page: str, catalogue) -> WebShopEnv:
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(3), catalogue, catalogue.goals)
+    e.reset()
+    while e.page != page:
+        e.step(expert_action(e))
+    return e
+
+
+_ACTION_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.builds(lambda v, a, t: f"{v}[{a}]{t}", st.sampled_from(["search", "click", "Click", "buy", ""]),
+              st.one_of(st.text(max_size=20), st.sampled_from(["buy now", "next >", "< prev", "b0nothere"])),
+              st.text(max_size=8)),
+)
+
+
+@pytest.mark.parametrize("page", ["search", "results", "item"])
+@settings(max_examples=150, deadline=None)
+@given(text=_ACTION_TEXT)
+def test_parse_action_never_raises_and_yields_a_legal_action(page, text, catalogue):
+    e = _env_on(page, catalogue)
     parsed = e.parse_action(text)
-    assert parsed is None or parsed.startswith("search[")
+    assert parsed is None or parsed.startswith("search[") or parsed in e.legal_actions()
+
+
+def test_parse_action_reads_as_the_official_pattern(catalogue):
+    e = _env_on("item", catalogue)
+    assert e.parse_action("click[buy now] because it matches") == "click[buy now]"  # trailing text ignored
+    assert e.parse_action("CLICK[ Buy  Now ]") == "click[buy now]"
+    assert e.parse_action("search[]") is None and e.parse_action("click[search]") is None
+    assert e.parse_action("<action>click[< prev]</action>") == "click[< prev]"
+    fresh = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, catalogue.goals)
+    assert fresh.parse_action("search[tea]") is None  # before reset(): no page yet, never raises
+
+
+def test_item_page_lists_option_types_then_values(catalogue):
+    e = _env_on("item", catalogue)
+    product = catalogue.by_asin[e.open_asin]
+    lines = [part for t, values in product.options.items() for part in (t, *values)]
+    expected = " [SEP] ".join(["Instruction:", e.goal.instruction, "Back to Search", "< Prev", *lines, product.name,
+                               f"Price: {product.price_text}", "Rating: N.A.", "Description", "Features",
+                               "Reviews", "Buy Now"])
+    assert e.observation() == expected
+    assert e.clickables()[:6] == ["back to search", "< prev", "description", "features", "reviews", "buy now"]
+
+
+def test_buying_shows_the_done_page(catalogue):
+    e = _env_on("item", catalogue)
+    while not e.done:
+        e.step(expert_action(e))
+    assert e.page == "done" and e.observation() == "Thank you for shopping with us! [SEP] Your code: [SEP] None"
+    assert e.legal_actions() == [] and e.parse_action("click[buy now]") is None
+
+
+def test_a_value_under_two_option_types_is_one_clickable_for_the_last_type(catalogue):
+    base = catalogue.products[0]
+    twin = Product(**{**base.__dict__, "description": "", "options": {"color": ("blue", "red"), "trim": ("blue", "gold")}})
+    shop = Catalogue(products=(twin,), prices={twin.asin: 10.0}, goals=(goal(asin=twin.asin),))
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(0), shop, shop.goals)
+    e.reset()
+    e.step("search[anything at all " + twin.name.lower() + "]")
+    e.step(f"click[{twin.asin.lower()}]")
+    assert e.clickables().count("blue") == 1
+    e.step("click[blue]")
+    assert e.selected_options == {"trim": "blue"}
+    e.step("click[description]")
+    assert e.observation().endswith("Back to Search [SEP] < Prev")  # the empty description is dropped
 
 
 def test_settings_reject_bad_values():

@@ -103,6 +103,7 @@ class Catalogue:
     products: tuple[Product, ...]
     prices: dict[str, float]  # asin -> price the product is sold at
     goals: tuple[Goal, ...]
+    skipped_goals: int = 0  # instructions for products the catalogue lacks (``skip_unknown_goals``)
     by_asin: dict[str, Product] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -145,14 +146,18 @@ def _read_json(path: Path) -> Any:
 
 
 def parse_pricing(raw: Any) -> tuple[float, ...]:
-    """The official parse: split on '$', keep digits and dots, the first two values."""
+    """The official parse: split on '$', keep digits and dots, the first two
+    values. A piece that is not a number ("$1.2.3") raises ``CatalogueError``."""
     if not raw:
         return ()
     values = []
     for piece in str(raw).split("$")[1:]:
         digits = re.sub(r"[^\d.]", "", piece)
         if digits:
-            values.append(float(digits))
+            try:
+                values.append(float(digits))
+            except ValueError:
+                raise CatalogueError(f"pricing {raw!r}: {piece.strip()!r} is not a price") from None
     return tuple(values[:2])
 
 
@@ -177,8 +182,15 @@ def _product(row: dict, attributes: dict, where: str) -> Product:
         asin=str(row["asin"]), category=str(row["category"]), query=str(row["query"]).lower().strip(),
         name=str(row["name"]), product_category=str(row["product_category"]),
         description=str(row.get("full_description") or ""), bullets=tuple(map(str, bullets)),
-        pricing=parse_pricing(row["pricing"]), options=options, attributes=tuple(attrs),
+        pricing=_pricing(row["pricing"], where), options=options, attributes=tuple(attrs),
     )
+
+
+def _pricing(raw: Any, where: str) -> tuple[float, ...]:
+    try:
+        return parse_pricing(raw)
+    except CatalogueError as err:
+        raise CatalogueError(f"{where}: {err}") from None
 
 
 def price_upper(price: float, rng: np.random.Generator) -> float:
@@ -191,10 +203,15 @@ def price_upper(price: float, rng: np.random.Generator) -> float:
     return float(max(candidates[i] for i in picks))
 
 
-def load_catalogue(folder: str | Path, seed: int = 233) -> Catalogue:
+def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool = False) -> Catalogue:
     """Read a catalogue folder (official or generated). ``seed`` draws the prices
     of products sold in a price range and the goals' price limits, and shuffles
-    the goals (the official code shuffles with 233)."""
+    the goals (the official code shuffles with 233).
+
+    An instruction for a product the products file lacks is an error, unless
+    ``skip_unknown_goals``: then it is ignored, as the official loader ignores
+    the human instructions of products outside ``items_shuffle_1000.json``, and
+    ``Catalogue.skipped_goals`` counts them."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CatalogueError(f"{folder}: no such catalogue folder; generate one with "
@@ -223,13 +240,23 @@ def load_catalogue(folder: str | Path, seed: int = 233) -> Catalogue:
         else:
             prices[p.asin] = round(float(rng.uniform(p.pricing[0], p.pricing[1])), 2)
     by_asin = {p.asin: p for p in products}
-    goals = []
+    if not isinstance(instructions, dict):
+        raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: expected an object {{asin: [instructions]}}")
+    goals, skipped = [], 0
     for asin, entries in instructions.items():
         if asin not in by_asin:
-            raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: goal for product {asin!r}, "
-                                 f"which {PRODUCTS_FILE} does not have")
+            if skip_unknown_goals:
+                skipped += len(entries) if isinstance(entries, list) else 1
+                continue
+            raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: goal for product {asin!r}, which "
+                                 f"{PRODUCTS_FILE} does not have (with the official 1000-product file, "
+                                 f"set env.webshop.skip_unknown_goals: true to ignore such goals)")
+        if not isinstance(entries, list):
+            raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: the instructions of {asin} are not a list")
         product = by_asin[asin]
         for entry in entries:
+            if not isinstance(entry, dict):
+                raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: an instruction of {asin} is not an object")
             for key in ("instruction", "instruction_attributes"):
                 if key not in entry:
                     raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: an instruction of {asin} lacks {key!r}")
@@ -250,7 +277,8 @@ def load_catalogue(folder: str | Path, seed: int = 233) -> Catalogue:
         raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: no usable goal (every instruction "
                              f"needs instruction_attributes)")
     order = rng.permutation(len(goals))
-    return Catalogue(products=tuple(products), prices=prices, goals=tuple(goals[i] for i in order))
+    return Catalogue(products=tuple(products), prices=prices, goals=tuple(goals[i] for i in order),
+                     skipped_goals=skipped)
 
 
 # --------------------------------------------------------------------------- generation
@@ -385,7 +413,7 @@ def generate_catalogue(rng: np.random.Generator, products_per_category: int = 40
                 "product_category": f"{spec['path']} › {noun.title()}",
                 "full_description": f"{title}. A {noun} that is {', '.join(attrs[:-1])} and {attrs[-1]}.",
                 "small_description": [a.capitalize() for a in attrs],
-                "pricing": pricing, "images": [], "customization_options": options,
+                "pricing": pricing, "images": [None], "customization_options": options,
             })
             attributes[asin] = {"attributes": attrs, "instruction": "", "instruction_attributes": []}
             goals = []

@@ -1,4 +1,4 @@
-"""The WebShop agent environment (Yao et al. 2022), written from its published
+r"""The WebShop agent environment (Yao et al. 2022), written from its published
 behaviour (docs/environments.md lists where it differs from the official code).
 
 Pages and what can be clicked on them (clickables are lower case):
@@ -17,9 +17,13 @@ Pages and what can be clicked on them (clickables are lower case):
   <content>``.
 
 Actions: ``search[query]`` on any page (a new search, options cleared) and
-``click[name]`` for a clickable of the page. Anything else is invalid: the page
-stays, no reward (the official env), and the turn counts. ``click[buy now]`` ends
-the episode with the purchase's score in [0, 1] (``reward.purchase_reward``);
+``click[name]`` for a clickable of the page, read as the official
+``(.+)\[(.+)\]`` reads them (the argument runs to the last "]", text after it is
+ignored) but with the verb's case and the argument's spacing and case
+normalised. Anything else is invalid: the page stays, no reward (the official
+env), and the turn counts. ``click[buy now]`` shows the done page ("Thank you for
+shopping with us! ...") and ends the episode with the purchase's score in [0, 1]
+(``reward.purchase_reward``);
 the task reward is ``success_reward`` when the score is 1 (verl-agent's success)
 and ``partial_reward_scale x score`` otherwise (0 by default, as verl-agent). An
 episode the turn limit ends pays 0, the worst legal outcome, so stalling never
@@ -42,7 +46,11 @@ from mage_core.envs.webshop.search import TOP_N, SearchEngine
 
 SEP = " [SEP] "
 PAGE_SIZE = 10
-_ACTION = re.compile(r"^\s*(search|click)\[(.+)\]\s*$", re.IGNORECASE | re.DOTALL)
+#: The official ``(.+)\[(.+)\]`` for the two verbs: greedy, so the argument runs to
+#: the last "]" and text after it is ignored.
+_ACTION = re.compile(r"^\s*(search|click)\s*\[(.+)\]", re.IGNORECASE | re.DOTALL)
+#: The page after ``buy now`` (the official done page, without its hidden debug text).
+DONE_PAGE = "Thank you for shopping with us! [SEP] Your code: [SEP] None"
 _SUB_PAGES = ("description", "features", "reviews")
 
 
@@ -124,7 +132,7 @@ class WebShopEnv:
 
     @property
     def page(self) -> str:
-        """search, results, item, description, features or reviews."""
+        """search, results, item, description, features, reviews or done (after buying)."""
         return self._page
 
     @property
@@ -154,11 +162,13 @@ class WebShopEnv:
             return names + [p.asin.lower() for p in self._page_items()]
         if self._page == "item":
             values = [v for vals in self._product().options.values() for v in vals]
-            return ["back to search", "< prev", *_SUB_PAGES, "buy now", *values]
+            return list(dict.fromkeys(["back to search", "< prev", *_SUB_PAGES, "buy now", *values]))
         return ["back to search", "< prev"]
 
     def observation(self) -> str:
         goal = self.goal.instruction
+        if self._page == "done":
+            return DONE_PAGE
         if self._page == "search":
             return SEP.join(["WebShop", "Instruction:", goal, "Search"])
         head = ["Instruction:", goal, "Back to Search"]
@@ -167,7 +177,7 @@ class WebShopEnv:
             parts += (["< Prev"] if self._page_num > 1 else []) + ["Next >"]
             for p in self._page_items():
                 parts += [p.asin, p.name, p.price_text]
-            return SEP.join(parts)
+            return _join(parts)
         product = self._product()
         if self._page == "item":
             parts = head + ["< Prev"]
@@ -175,10 +185,10 @@ class WebShopEnv:
                 parts += [option_type, *values]
             parts += [product.name, f"Price: {product.price_text}", "Rating: N.A.", "Description",
                       "Features", "Reviews", "Buy Now"]
-            return SEP.join(parts)
-        content = {"description": [product.description] if product.description else [],
+            return _join(parts)
+        content = {"description": [product.description],
                    "features": list(product.bullets), "reviews": []}[self._page]
-        return SEP.join(head + ["< Prev", *content])
+        return _join(head + ["< Prev", *content])
 
     def compact_observation(self) -> str:
         raise NotImplementedError(
@@ -207,7 +217,7 @@ class WebShopEnv:
         """``search[q]`` (any page, q not empty) or ``click[x]`` for a clickable
         of this page, canonical lower case; the text may be wrapped in
         ``<action>`` tags. None if invalid; never raises."""
-        if not isinstance(response, str) or self._done:
+        if not isinstance(response, str) or self.goal is None or self._done:
             return None
         text = extract_action_text(response)
         match = _ACTION.match(text if text is not None else response)
@@ -257,11 +267,9 @@ class WebShopEnv:
                 self._page = name
             elif name == "buy now":
                 return self._buy()
-            else:
-                for option_type, values in self._product().options.items():
-                    if name in values:
-                        self._options[option_type] = name
-                        break
+            else:  # an option value; one listed under two types goes to the last (the official radio map)
+                option_type = [t for t, values in self._product().options.items() if name in values][-1]
+                self._options[option_type] = name
         else:  # a sub-page: "< prev" back to the item, options kept
             self._page = "item"
         return None, 0.0, {}
@@ -271,6 +279,7 @@ class WebShopEnv:
         parts = purchase_reward(product, self.goal, self._options.values(),
                                 self.catalogue.prices[product.asin], self.settings.noun_extractor)
         self.last_purchase = parts
+        self._page = "done"
         won = parts.reward == 1.0
         s = self.settings
         reward = s.success_reward if won else s.partial_reward_scale * parts.reward
@@ -278,6 +287,12 @@ class WebShopEnv:
 
     def legal_return_floor(self) -> float:
         return 0.0
+
+
+def _join(parts: Sequence[str]) -> str:
+    """The page's texts joined by " [SEP] ", empty ones dropped (as the official
+    HTML-to-text conversion drops empty strings)."""
+    return SEP.join(t.strip() for t in parts if t and t.strip())
 
 
 def expert_action(env: WebShopEnv) -> str | None:
