@@ -41,7 +41,7 @@ examples:
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
   mage ttt analyze                           what a perfect exploiting player wins at Tic-Tac-Toe
-  mage webshop generate --out data/webshop  a WebShop catalogue in the official schema (no download)
+  mage data generate webshop                 the WebShop catalogue of params.yaml (data.webshop), checked
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)
   mage evaluate --policy artifacts/train/mage/best --out artifacts/eval/mage
   mage reproduce                             the paper reproduction (dvc.yaml) as one flow
@@ -102,7 +102,15 @@ def _cmd_webshop_generate(args: argparse.Namespace) -> int:
 def _cmd_webshop_check(args: argparse.Namespace) -> int:
     from mage_core.stages.webshop_data import run_check
 
-    return run_check(args.folder, args.seed, args.num_eval, args.skip_unknown_goals)
+    return run_check(args.folder, args.seed, args.num_eval, args.skip_unknown_goals, args.num_select)
+
+
+def _cmd_data_generate(args: argparse.Namespace) -> int:
+    from mage_core.config import load_config
+    from mage_core.stages.webshop_data import generate_from_params
+
+    cfg = load_config(args.params, args.overrides)
+    return generate_from_params(cfg, args.out or f"data/{args.name}")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -327,6 +335,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="FILE", help="also write the figures as JSON")
     p.set_defaults(func=_cmd_ttt_analyze)
 
+    data = sub.add_parser("data", help="task data the project generates (the data@<name> DVC stages)",
+                          formatter_class=fmt)
+    data_sub = data.add_subparsers(dest="data_command", metavar="<command>", required=True)
+    p = data_sub.add_parser("generate", help="generate a task's data from params.yaml's data.<name> and check it",
+                            description=(
+        "Generate the data of a task from params.yaml (data.<name>), check it (WebShop: the scripted expert must "
+        "buy every goal with score 1; exit 1 otherwise) and only then move it to --out (default data/<name>), so "
+        "a failed or interrupted run leaves the previous data untouched. The DVC stage data@<name> runs this."),
+        formatter_class=fmt)
+    p.add_argument("name", choices=["webshop"], help="the task whose data to generate")
+    p.add_argument("--out", metavar="DIR", help="destination folder (default: data/<name>)")
+    _add_params(p)
+    p.set_defaults(func=_cmd_data_generate)
+
     shop = sub.add_parser("webshop", help="WebShop catalogues: generate one, check one", formatter_class=fmt)
     shop_sub = shop.add_subparsers(dest="webshop_command", metavar="<command>", required=True)
     p = shop_sub.add_parser("generate", help="write a WebShop catalogue in the official file schema",
@@ -352,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seed of prices in a range, price limits and the goal order (official: %(default)s)")
     p.add_argument("--num-eval", type=int, default=500, metavar="N",
                    help="in-domain goals of the eval split, the first N (verl-agent: %(default)s)")
+    p.add_argument("--num-select", type=int, default=100, metavar="N",
+                   help="in-domain goals of the select split, the next N (default: %(default)s)")
     p.add_argument("--skip-unknown-goals", action="store_true",
                    help="ignore instructions for products the products file lacks, as the official loader does "
                         "(needed with the official 1000-product file); the count is printed")

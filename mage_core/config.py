@@ -24,7 +24,7 @@ from pydantic import (
 
 from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
-from mage_core.schema import NonNegativeFloat, PositiveInt, Probability, Strict
+from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Strict
 from mage_core.trainers.presets import GAME_VALUES, PRESET_POPULATIONS
 from mage_core.trainers.settings import (
     AlgorithmConfig,
@@ -36,8 +36,8 @@ from mage_core.trainers.settings import (
     TrainConfig,
 )
 
-GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
-GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban"]
+GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban", "webshop")
+GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban", "webshop"]
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
 
 
@@ -106,11 +106,35 @@ class SokobanConfig(PenaltyConfig):
         return SokobanSettings(**fields)
 
 
+class WebShopConfig(PenaltyConfig):
+    """WebShop (METHOD.md section 10: 12 turns, 1024 response tokens, no length
+    penalty); the catalogue folder and its splits (docs/environments.md)."""
+
+    data_path: str = "data/webshop"
+    load_seed: int = 233
+    num_eval: NonNegativeInt = 500
+    num_select: NonNegativeInt = 100
+    skip_unknown_goals: bool = False
+    max_turns: PositiveInt = 12
+    success_reward: NonNegativeFloat = 10.0
+    partial_reward_scale: NonNegativeFloat = 0.0
+    noun_extractor: Literal["words", "spacy"] = "words"
+    length_penalty_coef: NonNegativeFloat = 0.0
+    max_response_tokens: PositiveInt = 1024
+
+    def settings(self) -> Any:
+        from mage_core.envs.webshop.env import WebShopSettings
+
+        fields = self.model_dump(exclude=set(PenaltyConfig.model_fields))
+        return WebShopSettings(**fields)
+
+
 class EnvConfig(Strict):
     name: GameName = "kuhn_poker"
     tic_tac_toe: TicTacToeConfig = TicTacToeConfig()
     kuhn_poker: KuhnPokerConfig = KuhnPokerConfig()
     sokoban: SokobanConfig = SokobanConfig()
+    webshop: WebShopConfig = WebShopConfig()
 
 
 class KuhnStrategyConfig(Strict):
@@ -221,6 +245,12 @@ class SokobanSuiteConfig(Strict):
     num_boxes: Annotated[int, Field(ge=1, le=3)]
 
 
+class WebShopSuiteConfig(Strict):
+    """An out-of-domain WebShop suite: the goals of a split never trained on."""
+
+    split: Literal["ood"] = "ood"
+
+
 #: An evaluation suite's name: reported as ``ood_<name>``.
 SuiteName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 TicTacToePreset = Annotated[str, AfterValidator(lambda v: _check_preset("tic_tac_toe", v))]
@@ -230,13 +260,14 @@ KuhnPokerPreset = Annotated[str, AfterValidator(lambda v: _check_preset("kuhn_po
 class OodSuitesConfig(Strict):
     """Out-of-domain evaluation suites per game (METHOD.md section 8), each named
     (reported as ``ood_<name>``): a population (preset name or entries) for the
-    two-player games, a number of boxes for Sokoban."""
+    two-player games, a number of boxes for Sokoban, a split for WebShop."""
 
     tic_tac_toe: dict[SuiteName, Union[TicTacToePreset, list[TicTacToeEntry]]] = {"mcts_1000": "held_out"}
     kuhn_poker: dict[SuiteName, Union[KuhnPokerPreset, list[KuhnPokerEntry]]] = {
         "cfr": "held_out", "cfr_argmax": [KuhnPokerEntry(opponent="cfr_argmax")]}
     sokoban: dict[SuiteName, SokobanSuiteConfig] = {"one_box": SokobanSuiteConfig(num_boxes=1),
                                                     "three_boxes": SokobanSuiteConfig(num_boxes=3)}
+    webshop: dict[SuiteName, WebShopSuiteConfig] = {"unseen_categories": WebShopSuiteConfig()}
 
     def entries(self, game: TwoPlayerGame, name: str) -> list[PopulationEntry]:
         spec = getattr(self, game)[name]
@@ -270,6 +301,20 @@ class MatchConfig(Strict):
 
 class TournamentConfig(Strict):
     matches: list[MatchConfig] = []
+
+
+class WebShopDataConfig(Strict):
+    """The generated WebShop catalogue (``mage data generate webshop``)."""
+
+    seed: NonNegativeInt = 0
+    products_per_category: PositiveInt = 60
+    instructions_per_product: PositiveInt = 3
+
+
+class DataConfig(Strict):
+    """Task data the project generates (the ``data@<name>`` DVC stages write ``data/<name>``)."""
+
+    webshop: WebShopDataConfig = WebShopDataConfig()
 
 
 class RunConfig(Strict):
@@ -370,6 +415,7 @@ class Config(Strict):
     tracking: TrackingConfig = TrackingConfig()
     reproduce: ReproduceConfig = ReproduceConfig()
     sweep: SweepConfig = SweepConfig()
+    data: DataConfig = DataConfig()
 
     @model_validator(mode="before")
     @classmethod

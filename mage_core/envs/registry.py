@@ -31,7 +31,13 @@ ENVS = {
     "tic_tac_toe": ("mage_core.envs.tic_tac_toe.env", "TicTacToeEnv"),
     "kuhn_poker": ("mage_core.envs.kuhn_poker.env", "KuhnPokerEnv"),
     "sokoban": ("mage_core.envs.sokoban.env", "SokobanEnv"),
+    "webshop": ("mage_core.envs.webshop.env", "WebShopEnv"),
 }
+
+
+def is_single_agent(game: str) -> bool:
+    """A task without an opponent (Sokoban, WebShop): no population, no seats."""
+    return game not in RULES
 
 
 def make_env(

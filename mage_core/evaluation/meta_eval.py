@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from mage_core.envs.registry import is_single_agent
 from mage_core.evaluation.stats import Z95, mean_interval, wilson_interval
 from mage_core.evaluation.trials import NONE, SEAT_NAMES, trial_rows
 from mage_core.opponents.population import Population, PopulationEntry
@@ -29,7 +30,7 @@ def evaluation_specs(
     from (seed, pair index, i). Identical on every call (METHOD.md section 8).
     Task seeds are 62-bit (as training's), so two sets of different ``seed``
     share none in practice (the selection and report sets: a test checks it)."""
-    if game == "sokoban":
+    if is_single_agent(game):
         seeds = _task_seeds(seed, 0, per_opponent_seat)
         return [MetaEpisodeSpec(game, None, 0, int(s), i) for i, s in enumerate(seeds)]
     pairs = sorted(Population(entries).probabilities())

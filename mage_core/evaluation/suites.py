@@ -3,7 +3,7 @@
 METHOD.md section 8: the in-domain suite is the training population; the
 out-of-domain suites come from ``evaluation.ood`` in params.yaml (Tic-Tac-Toe
 vs MCTS-1000, Kuhn vs sampled CFR and, named apart, argmax CFR, Sokoban with 1
-and 3 boxes after training on 2). Every suite is fixed by seed: the in-domain
+and 3 boxes after training on 2, WebShop's unseen categories). Every suite is fixed by seed: the in-domain
 suite uses its base seed itself (``evaluation.seed`` for the report suites of
 ``mage evaluate``; training-time evaluation plays the same suite from
 ``evaluation.selection_seed``, a set of other task seeds, so the set that picks
@@ -19,6 +19,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
+from mage_core.envs.registry import is_single_agent
 from mage_core.opponents.population import Population, PopulationEntry
 
 IN_DOMAIN = "in_domain"
@@ -53,13 +54,28 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
     game = cfg.env.name
     out: list[Suite] = []
     if which in ("in_domain", "all"):
-        entries = () if game == "sokoban" else tuple(cfg.population.entries(game))
-        out.append(Suite(IN_DOMAIN, game, entries))
+        if game == "webshop":
+            out.append(Suite(IN_DOMAIN, game, (), {"split": "eval"}))
+        else:
+            entries = () if is_single_agent(game) else tuple(cfg.population.entries(game))
+            out.append(Suite(IN_DOMAIN, game, entries))
     if which in ("ood", "all"):
         ood = cfg.evaluation.ood
         for name, spec in getattr(ood, game).items():
             if game == "sokoban":
                 out.append(Suite(OOD_PREFIX + name, game, (), {"num_boxes": spec.num_boxes}))
+            elif game == "webshop":
+                out.append(Suite(OOD_PREFIX + name, game, (), {"split": spec.split}))
             else:
                 out.append(Suite(OOD_PREFIX + name, game, tuple(ood.entries(game, name))))
     return out
+
+
+def selection_suite(cfg: Any) -> Suite:
+    """What training-time evaluation plays to pick ``best/``: the in-domain suite
+    from other task seeds (``evaluation.selection_seed``); for WebShop, whose
+    in-domain suite is a fixed goal list, the goals of the ``select`` split."""
+    suite = suites_for(cfg, "in_domain")[0]
+    if suite.env_overrides.get("split") == "eval":
+        return Suite(suite.name, suite.game, suite.entries, {**suite.env_overrides, "split": "select"})
+    return suite

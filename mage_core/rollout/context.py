@@ -29,7 +29,7 @@ from typing import Literal
 Style = Literal["paper", "compact"]
 Memory = Literal["history_only", "reflection_only", "history_and_reflection", "none"]
 
-GAME_TAGS = {"tic_tac_toe": "ttt", "kuhn_poker": "kuhn", "sokoban": "sokoban"}
+GAME_TAGS = {"tic_tac_toe": "ttt", "kuhn_poker": "kuhn", "sokoban": "sokoban", "webshop": "webshop"}
 SEAT_WORDS = {0: "first", 1: "second"}
 
 TASKS = {
@@ -65,6 +65,18 @@ TASKS = {
         "# Goal\n"
         "You get several attempts at the same level. Learn from the earlier attempts and solve it."
     ),
+    "webshop": (
+        "You are an expert autonomous agent shopping on the WebShop website.\n"
+        "# Rules\n"
+        "- Each page is shown as text, its parts separated by [SEP]. The instruction says what to buy: a "
+        "product, its attributes, its options (such as size or colour) and a price limit.\n"
+        "- search[query] searches the catalogue from any page. click[name] clicks a button, a product's ID, "
+        "or an option value shown on the page (in lower case), e.g. click[next >], click[buy now].\n"
+        "- On a product's page, click each wanted option value before Buy Now. Buying ends the attempt.\n"
+        "# Goal\n"
+        "You get several attempts at the same instruction. Learn from the earlier attempts and buy the "
+        "product that matches every requirement."
+    ),
 }
 
 ACTION_FORMATS = {
@@ -73,6 +85,8 @@ ACTION_FORMATS = {
                    "</action>.",
     "sokoban": "Give up to {moves} moves separated by commas inside <action> </action> tags, e.g. "
                "<action>up, left</action>.",
+    "webshop": "Choose ONE action, search[query] or click[name], inside <action> </action> tags, e.g. "
+               "<action>click[buy now]</action>.",
 }
 
 

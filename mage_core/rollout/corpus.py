@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from mage_core.config import Config
-from mage_core.envs.registry import make_env
+from mage_core.envs.registry import is_single_agent, make_env
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
 from mage_core.rollout.meta_episode import (
@@ -23,6 +23,7 @@ from mage_core.rollout.meta_episode import (
     Response,
 )
 
+#: Games every embedded tokenizer covers (a run's own task is added: ``corpus_games``).
 GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
 MEMORY_MODES = ("history_only", "reflection_only", "history_and_reflection")
 TAGS = ("<action>", "</action>", "<remark>", "</remark>", "(invalid)")
@@ -39,14 +40,38 @@ def _settings(cfg: Config, game: str, style: str, memory: str) -> MetaSettings:
     )
 
 
+def corpus_games(cfg: Config) -> tuple[str, ...]:
+    """The games a run's tokenizer covers: ``GAMES``, and the run's own task when it
+    is a data-backed one (WebShop reads its catalogue; other runs' vocabularies do
+    not depend on whether that data is on disk)."""
+    return GAMES if cfg.env.name in GAMES else (*GAMES, cfg.env.name)
+
+
+def task_texts(cfg: Config, game: str) -> Iterator[str]:
+    """A data-backed task's own words: every product and goal of the WebShop
+    catalogue as its compact prompt shows them (random play reaches few pages)."""
+    if game != "webshop":
+        return
+    from mage_core.envs.webshop.env import compact_goal, load_shop
+
+    w = cfg.env.webshop
+    catalogue, _ = load_shop(w.data_path, w.load_seed, w.skip_unknown_goals)
+    for p in catalogue.products:
+        yield " ".join([p.name.lower(), p.price_text, p.description.lower(), " ".join(p.bullets).lower(),
+                        *(v for values in p.options.values() for v in values)])
+    for g in catalogue.goals:
+        yield compact_goal(g.instruction)
+
+
 def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed: int = 0) -> Iterator[str]:
     """Prompts, action texts and final states of random play, deterministic in ``seed``."""
     rng = np.random.default_rng(seed)
     settings = cfg.opponents.settings()
     yield " ".join(TAGS)
-    for game in GAMES:
+    for game in corpus_games(cfg):
+        yield from task_texts(cfg, game)
         env_settings = getattr(cfg.env, game).settings()
-        if game == "sokoban":
+        if is_single_agent(game):
             pairs = [(None, 0)]
         else:
             pairs = sorted(Population(cfg.population.entries(game)).probabilities())  # type: ignore[arg-type]
@@ -73,12 +98,16 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
     """Every action of every game as a compact-style word (sorted), for the
     tokenizer's ``extra_tokens``, so that each stays one token. The agent's first
     turn offers them all: Tic-Tac-Toe's nine cells moving first, Kuhn's PASS and
-    BET, and Sokoban's every move sequence (its legal actions do not depend on
-    the state)."""
+    BET, Sokoban's every move sequence (its legal actions do not depend on
+    the state) and WebShop's page words (``compact_action_words``)."""
     words: set[str] = set()
-    for game in GAMES:
-        opponent = make_opponent(game, "random", cfg.opponents.settings()) if game != "sokoban" else None
+    for game in corpus_games(cfg):
+        opponent = make_opponent(game, "random", cfg.opponents.settings()) if not is_single_agent(game) else None
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
         env.reset()
         words.update(env.compact_action(a) for a in env.legal_actions())
+        if game == "webshop":  # its first page offers only "search": every page's words
+            from mage_core.envs.webshop.env import compact_action_words
+
+            words.update(compact_action_words(env.catalogue))  # type: ignore[attr-defined]
     return sorted(words)

@@ -50,6 +50,9 @@ def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
         t = cfg.env.tic_tac_toe
         values = (t.win_reward, t.loss_reward, t.draw_reward, 0.0)
         return min(values), max(values)
+    if game == "webshop":
+        w = cfg.env.webshop
+        return 0.0, max(w.success_reward, w.partial_reward_scale)
     s = cfg.env.sokoban
     moves = s.max_turns * s.moves_per_turn
     worst_move = min(s.step_penalty, 0.0) + min(s.box_off_target, 0.0)
@@ -87,6 +90,9 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     from mage_core.stages.train import make_codec, make_generator
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
+    from mage_core.stages.task_data import check_task_data
+
+    check_task_data(cfg, "evaluate")  # WebShop's catalogue, before anything is loaded or written
     if not (policy_dir / "config.json").is_file():
         raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
                                            "`mage train` output's best/ or policy-init/, or a local HF model folder"])

@@ -263,6 +263,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             "yet: every rank would play the same rollouts and write the same folder. The DeepSpeed engine itself "
             "is data parallel (tests/integration/test_deepspeed_engine.py runs 2 ranks under torchrun); scale "
             "rollouts with rollout.workers (Ray) and run the stage as one process")
+    from mage_core.stages.task_data import check_task_data
+
+    check_task_data(cfg, "train")  # WebShop's catalogue: before anything is written
     from mage_core.policy.model import save_policy
 
     import transformers

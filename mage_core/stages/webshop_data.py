@@ -1,4 +1,5 @@
-"""``mage webshop generate`` and ``mage webshop check``: WebShop catalogues.
+"""``mage webshop generate`` and ``mage webshop check``: WebShop catalogues
+(and ``mage data generate webshop``, the DVC stage ``data@webshop``).
 
 ``generate`` writes a catalogue in the official file schema from a seed (no
 download); ``check`` loads a catalogue folder (generated or the official
@@ -9,6 +10,7 @@ for comparison. A catalogue the expert cannot solve fails the check (exit 1).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +20,32 @@ from rich.table import Table
 
 from mage_core.config import ConfigError
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_action
+from mage_core.envs.webshop.env import SPLITS, WebShopEnv, WebShopSettings, expert_action, split_goals
 
-SPLITS = ("train", "eval", "ood")
+def generate_from_params(cfg, out: str) -> int:
+    """``mage data generate webshop``: the catalogue of ``data.webshop``, written to a
+    temporary folder, checked (the expert must buy every goal), then moved to
+    ``out`` (an older catalogue there is replaced only by a checked one)."""
+    import shutil
+    import tempfile
+
+    d = cfg.data.webshop
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+        write_catalogue(generate_catalogue(np.random.default_rng(d.seed), d.products_per_category,
+                                           d.instructions_per_product), tmp)
+        w = cfg.env.webshop
+        status = check(tmp, w.load_seed, w.num_eval, w.skip_unknown_goals, w.num_select, label=str(target))
+        if status != 0:
+            return status
+        if target.exists():
+            shutil.rmtree(target)
+        Path(tmp).rename(target)
+        Path(tmp).mkdir()  # the context manager removes it again
+    Console().print(f"wrote {target} (data.webshop: seed {d.seed}, {d.products_per_category} products per "
+                    f"category, up to {d.instructions_per_product} instructions each)")
+    return 0
 
 
 def generate(out: str, seed: int, products_per_category: int, instructions_per_product: int) -> int:
@@ -55,17 +80,25 @@ def play_random(env: WebShopEnv, goal, rng: np.random.Generator) -> float:
     return env.last_purchase.reward if env.last_purchase else 0.0
 
 
-def check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False) -> int:
+def check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False, num_select: int = 100,
+          label: str | None = None) -> int:
     console = Console()
+    settings = WebShopSettings(data_path=folder, load_seed=seed, num_eval=num_eval, num_select=num_select,
+                               skip_unknown_goals=skip_unknown_goals)
     try:
         catalogue = load_catalogue(folder, seed=seed, skip_unknown_goals=skip_unknown_goals)
     except CatalogueError as err:
         console.print(f"[red]error:[/red] {err}")
         return 2
-    splits = {name: catalogue.split(name, num_eval=num_eval) for name in SPLITS}
+    splits = {}
+    for name in SPLITS:
+        try:
+            splits[name] = split_goals(catalogue, dataclasses.replace(settings, split=name))
+        except CatalogueError:
+            splits[name] = ()  # an empty split: shown as 0 goals
     # the expert must solve every goal within the paper's 12 turns
     env = WebShopEnv(WebShopSettings(), np.random.default_rng(seed), catalogue, catalogue.goals)
-    table = Table(title=f"WebShop catalogue {folder}: {len(catalogue.products)} products")
+    table = Table(title=f"WebShop catalogue {label or folder}: {len(catalogue.products)} products")
     for column in ("split", "goals", "expert solved", "expert turns (max)", "random shopper score (mean)"):
         table.add_column(column, justify="right")
     failures = []
@@ -101,11 +134,11 @@ def run_generate(out: str, seed: int, products_per_category: int, instructions_p
         return 2
 
 
-def run_check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False) -> int:
-    if num_eval < 0:
-        Console(stderr=True).print(f"--num-eval: must be >= 0, got {num_eval}")
+def run_check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False, num_select: int = 100) -> int:
+    if num_eval < 0 or num_select < 0:
+        Console(stderr=True).print(f"--num-eval / --num-select: must be >= 0, got {num_eval} / {num_select}")
         return 2
     if not Path(folder).exists():
         Console(stderr=True).print(f"error: {folder}: no such folder (generate one: mage webshop generate --out {folder})")
         return 2
-    return check(folder, seed, num_eval, skip_unknown_goals)
+    return check(folder, seed, num_eval, skip_unknown_goals, num_select)

@@ -28,7 +28,8 @@ import torch
 from mage_core.backends.base import Generator, LossSettings, SamplingParams, TrainEngine
 from mage_core.config import Config
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
-from mage_core.evaluation.suites import Suite, suite_seed, suites_for
+from mage_core.envs.registry import is_single_agent
+from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
@@ -108,7 +109,7 @@ class MetaRLTrainer:
         eval_k = max(algo.episodes_per_meta_episode, 3) if not algo.reflect else algo.episodes_per_meta_episode
         self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
         self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
-                           if self.game != "sokoban" else None)
+                           if not is_single_agent(self.game) else None)
         self._opponents: dict[str, Any] = {}
         self._env_settings = getattr(cfg.env, self.game).settings()
         self._pool: RolloutPool | None = None  # Ray rollout workers, built on first use (rollout.workers > 0)
@@ -276,10 +277,11 @@ class MetaRLTrainer:
     def evaluate(self, per_opponent_seat: int | None = None,
                  seed: int | None = None) -> tuple[dict[str, float], list[MetaEpisode]]:
         """The fixed selection set of the training population (in-domain; base
-        seed ``evaluation.selection_seed``, or ``seed``), and for Kuhn Poker against
+        seed ``evaluation.selection_seed``, or ``seed``; WebShop: its ``select``
+        split, ``evaluation.suites.selection_suite``), and for Kuhn Poker against
         deterministic opponents the greedy policy's exact value (``evaluate_exact``:
         ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``)."""
-        suite = suites_for(self.cfg, "in_domain")[0]
+        suite = selection_suite(self.cfg)
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
                                self.cfg.evaluation.selection_seed if seed is None else seed)
         unit_scale, unit = reward_unit(self.cfg, self.game)

@@ -18,7 +18,7 @@ from mage_core.envs.webshop.catalogue import (
     OOD_CATEGORIES, Catalogue, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
     price_upper, write_catalogue,
 )
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, expert_action
+from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, compact_goal, expert_action
 from mage_core.envs.webshop.reward import (
     attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
 )
@@ -476,3 +476,69 @@ def test_cli_generate_and_check(tmp_path, capsys):
     assert main(["webshop", "check", str(tmp_path / "nothing")]) == 2
     assert main(["webshop", "generate", "--out", str(tmp_path / "d"), "--products-per-category", "0"]) == 2
     assert not (tmp_path / "d").exists()
+
+
+# ---------------------------------------------------------------- the pipeline's view: splits, compact prompts
+
+
+def test_settings_splits_are_disjoint_and_sized(folder):
+    from mage_core.envs.webshop.env import SPLITS, split_goals
+
+    catalogue = load_catalogue(folder)
+    goals = {s: split_goals(catalogue, WebShopSettings(data_path=str(folder), split=s)) for s in SPLITS}
+    # 6 in-domain categories x 40 products x 3 instructions = 720 = 500 eval + 100 select + 120 train
+    assert {s: len(g) for s, g in goals.items()} == {"train": 120, "select": 100, "eval": 500, "ood": 240}
+    texts = [{g.instruction for g in goals[s]} for s in SPLITS]
+    assert sum(map(len, texts)) == len(set().union(*texts)) == len(catalogue.goals)
+    assert goals["eval"] == catalogue.split("eval")  # the first 500 in-domain goals
+    with pytest.raises(CatalogueError, match="split 'train' has no goals"):
+        split_goals(catalogue, WebShopSettings(data_path=str(folder), num_eval=650, num_select=100))
+    with pytest.raises(ValueError, match="split must be one of"):
+        WebShopSettings(split="test")
+
+
+def test_env_from_settings_loads_the_folder_once(folder):
+    from mage_core.envs.webshop.env import load_shop
+
+    a = WebShopEnv(WebShopSettings(data_path=str(folder), split="ood"), np.random.default_rng(0))
+    b = WebShopEnv(WebShopSettings(data_path=str(folder), split="eval"), np.random.default_rng(0))
+    assert a.catalogue is b.catalogue and load_shop.cache_info().hits >= 1
+    assert {g.category for g in a.goals} == set(OOD_CATEGORIES)
+
+
+def test_compact_actions_are_distinct_words_of_the_compact_vocabulary(catalogue):
+    from mage_core.envs.webshop.env import compact_action_words
+
+    vocabulary = set(compact_action_words(catalogue))
+    e = WebShopEnv(WebShopSettings(), np.random.default_rng(5), catalogue, catalogue.goals)
+    seen_pages = set()
+    for _ in range(30):
+        e.reset()
+        while not e.done:
+            legal = e.legal_actions()
+            words = [e.compact_action(a) for a in legal]
+            assert len(set(words)) == len(words) and set(words) <= vocabulary
+            assert all(" " not in w for w in words)
+            # the compact page names every choice it offers
+            observation = e.compact_observation()
+            assert all(w in observation.split() for w in words if w[0] in "ro" and w[1:].isdigit())
+            seen_pages.add(e.page)
+            e.step(expert_action(e) if e.turn % 2 == 0 else legal[len(legal) // 2])
+    assert {"search", "results", "item"} <= seen_pages
+
+
+def test_compact_observation_by_hand(catalogue):
+    e = _env_on("item", catalogue)
+    product = catalogue.by_asin[e.open_asin]
+    first_value = next(iter(product.options.values()))[0]
+    assert e.compact_action(f"click[{first_value}]") == "o1"
+    assert e.compact_action("click[buy now]") == "buy" and e.compact_action("click[< prev]") == "prev"
+    e.step(f"click[{first_value}]")
+    text = e.compact_observation()
+    assert text.startswith(compact_goal(e.goal.instruction) + f" item {product.name.lower()} {product.price_text} o1 ")
+    assert text.endswith(f"chosen {first_value}")
+    assert compact_goal("i am looking for a green tea that is organic, and price lower than 20.00 dollars") == \
+        "green tea organic, price lower than 20.00 dollars"
+    while not e.done:
+        e.step(expert_action(e))
+    assert e.compact_observation().endswith(" won") and " bought " in e.compact_observation()

@@ -32,6 +32,7 @@ pays more than buying the wrong thing.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from typing import Sequence
 import numpy as np
 
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
-from mage_core.envs.webshop.catalogue import Catalogue, Goal
+from mage_core.envs.webshop.catalogue import Catalogue, CatalogueError, Goal, load_catalogue
 from mage_core.envs.webshop.reward import NOUN_EXTRACTORS, RewardParts, purchase_reward
 from mage_core.envs.webshop.search import TOP_N, SearchEngine
 
@@ -54,17 +55,40 @@ DONE_PAGE = "Thank you for shopping with us! [SEP] Your code: [SEP] None"
 _SUB_PAGES = ("description", "features", "reviews")
 
 
+SPLITS = ("train", "select", "eval", "ood")
+#: Compact (one-token) names of the fixed clickables; results are r1..r10 by
+#: position, option values o1..oN in the item page's order.
+_COMPACT_CLICKS = {"back to search": "back", "< prev": "prev", "next >": "next", "description": "desc",
+                   "features": "feat", "reviews": "rev", "buy now": "buy"}
+
+
 @dataclass(frozen=True)
 class WebShopSettings:
-    """Paper settings (METHOD.md section 10: 12 turns); rewards as verl-agent."""
+    """Paper settings (METHOD.md section 10: 12 turns); rewards as verl-agent.
+
+    ``data_path`` is a catalogue folder (``mage webshop generate`` or the
+    official files), read with ``load_seed`` (the official 233) and split into
+    ``eval`` (the first ``num_eval`` in-domain goals), ``select`` (the next
+    ``num_select``: the set training-time evaluation picks ``best/`` on),
+    ``train`` (the rest) and ``ood`` (unseen categories); an env plays ``split``."""
 
     max_turns: int = 12
     success_reward: float = 10.0
     partial_reward_scale: float = 0.0
     noun_extractor: str = "words"
+    data_path: str = "data/webshop"
+    split: str = "train"
+    load_seed: int = 233
+    num_eval: int = 500
+    num_select: int = 100
+    skip_unknown_goals: bool = False
 
     def __post_init__(self) -> None:
         errors = []
+        if self.split not in SPLITS:
+            errors.append(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.num_eval < 0 or self.num_select < 0:
+            errors.append(f"num_eval and num_select must be >= 0, got {self.num_eval} and {self.num_select}")
         if self.max_turns < 1:
             errors.append(f"max_turns must be >= 1, got {self.max_turns}")
         for name in ("success_reward", "partial_reward_scale"):
@@ -77,14 +101,41 @@ class WebShopSettings:
             raise ValueError("WebShopSettings: " + "; ".join(errors))
 
 
+@functools.lru_cache(maxsize=4)
+def load_shop(data_path: str, load_seed: int, skip_unknown_goals: bool) -> tuple[Catalogue, SearchEngine]:
+    """A catalogue folder and its search index, loaded once per process."""
+    catalogue = load_catalogue(data_path, seed=load_seed, skip_unknown_goals=skip_unknown_goals)
+    return catalogue, SearchEngine([p.search_text() for p in catalogue.products])
+
+
+def split_goals(catalogue: Catalogue, settings: WebShopSettings) -> tuple[Goal, ...]:
+    """The goals of ``settings.split`` (see ``WebShopSettings``)."""
+    in_domain = catalogue.split("train", num_eval=0)  # every in-domain goal, in order
+    first, second = settings.num_eval, settings.num_eval + settings.num_select
+    goals = {"eval": in_domain[:first], "select": in_domain[first:second], "train": in_domain[second:],
+             "ood": catalogue.split("ood")}[settings.split]
+    if not goals:
+        raise CatalogueError(
+            f"{settings.data_path}: the WebShop split {settings.split!r} has no goals ({len(in_domain)} in-domain "
+            f"goals, num_eval {settings.num_eval}, num_select {settings.num_select}); generate a larger catalogue "
+            "or lower env.webshop.num_eval / num_select")
+    return goals
+
+
 class WebShopEnv:
     """One shopping goal per episode, drawn from ``goals`` by the generator;
-    ``restart()`` replays the same goal from the search page."""
+    ``restart()`` replays the same goal from the search page. Without
+    ``catalogue``, the catalogue of ``settings.data_path`` and the goals of
+    ``settings.split`` (``load_shop``, ``split_goals``)."""
 
     name = "webshop"
 
-    def __init__(self, settings: WebShopSettings, rng: np.random.Generator, catalogue: Catalogue,
-                 goals: Sequence[Goal], engine: SearchEngine | None = None) -> None:
+    def __init__(self, settings: WebShopSettings, rng: np.random.Generator, catalogue: Catalogue | None = None,
+                 goals: Sequence[Goal] | None = None, engine: SearchEngine | None = None) -> None:
+        if catalogue is None:
+            catalogue, engine = load_shop(settings.data_path, settings.load_seed, settings.skip_unknown_goals)
+        if goals is None:
+            goals = split_goals(catalogue, settings)
         if not goals:
             raise ValueError("WebShopEnv needs at least one goal")
         missing = sorted({g.asin for g in goals} - set(catalogue.by_asin))
@@ -191,13 +242,48 @@ class WebShopEnv:
         return _join(head + ["< Prev", *content])
 
     def compact_observation(self) -> str:
-        raise NotImplementedError(
-            "WebShop has no compact prompt yet: its pages are free text that the embedded "
-            "model's word tokenizer does not cover; use policy.prompt_style: paper with a real model"
-        )
+        """The page in few tokens for the embedded model (prompt style ``compact``):
+        the goal without its filler words, the page kind, and what can be clicked
+        under its one-word name (``r3 <title> <price>``, ``o2 <value>``); once
+        the episode is over, what was bought and ``won`` / ``lost`` / ``timeout``."""
+        goal = compact_goal(self.goal.instruction)
+        if self._done:
+            if self.last_purchase is None:
+                return f"{goal} timeout"
+            product = self._product()
+            chosen = " ".join(self._options.values())
+            return f"{goal} bought {product.name.lower()} {chosen} {'won' if self.last_purchase.reward == 1.0 else 'lost'}"
+        if self._page == "search":
+            return f"{goal} search"
+        if self._page == "results":
+            rows = [f"r{i} {p.name.lower()} {p.price_text}" for i, p in enumerate(self._page_items(), start=1)]
+            return " ".join([goal, f"results page{self._page_num}", *rows])
+        product = self._product()
+        if self._page == "item":
+            values = [f"o{i} {v}" for i, v in enumerate(self._option_values(), start=1)]
+            chosen = " ".join(self._options.values())
+            return " ".join([goal, "item", product.name.lower(), product.price_text, *values,
+                             f"chosen {chosen}" if chosen else "chosen none"])
+        content = {"description": product.description, "features": " ".join(product.bullets),
+                   "reviews": ""}[self._page]
+        return " ".join(t for t in (goal, self._page, content.lower()) if t)
+
+    def _option_values(self) -> list[str]:
+        """The item page's option values, each once, in page order."""
+        return list(dict.fromkeys(v for vals in self._product().options.values() for v in vals))
 
     def compact_action(self, action: str) -> str:
-        raise NotImplementedError("WebShop has no compact (one-token) actions yet; see compact_observation")
+        """A legal action as ONE word: ``search``, ``r1``..``r10`` (results by
+        position), ``o1``..``oN`` (option values in page order), or ``back``,
+        ``prev``, ``next``, ``desc``, ``feat``, ``rev``, ``buy``."""
+        if action.startswith("search["):
+            return "search"
+        name = action[len("click["):-1]
+        if name in _COMPACT_CLICKS:
+            return _COMPACT_CLICKS[name]
+        if self._page == "results":
+            return f"r{[p.asin.lower() for p in self._page_items()].index(name) + 1}"
+        return f"o{self._option_values().index(name) + 1}"
 
     # ------------------------------------------------------------------ actions
     def search_action(self) -> str:
@@ -287,6 +373,24 @@ class WebShopEnv:
 
     def legal_return_floor(self) -> float:
         return 0.0
+
+
+#: Words of the instructions that carry no request ("i am looking for a ...").
+_FILLER = frozenset("i am im looking for a an need want would like to find me please buy get that is are "
+                    "with and it".split())
+
+
+def compact_goal(instruction: str) -> str:
+    """An instruction without its filler words, lower case (the compact prompt's goal)."""
+    return " ".join(w for w in instruction.lower().split() if w not in _FILLER)
+
+
+def compact_action_words(catalogue: Catalogue) -> list[str]:
+    """Every compact action word a page of ``catalogue`` can offer (for the
+    embedded tokenizer's ``extra_tokens``, so that each stays one token)."""
+    most = max((len({v for vals in p.options.values() for v in vals}) for p in catalogue.products), default=0)
+    return ["search", *_COMPACT_CLICKS.values(), *(f"r{i}" for i in range(1, PAGE_SIZE + 1)),
+            *(f"o{i}" for i in range(1, most + 1))]
 
 
 def _join(parts: Sequence[str]) -> str:
