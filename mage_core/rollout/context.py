@@ -24,7 +24,7 @@ sees hidden information.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Sequence
 
 Style = Literal["paper", "compact"]
 Memory = Literal["history_only", "reflection_only", "history_and_reflection", "none"]
@@ -131,17 +131,26 @@ def _memory_lines(state: ContextState, mode: Memory, style: Style) -> list[str]:
     return lines
 
 
-def play_prompt(state: ContextState, observation: str, mode: Memory, style: Style, moves_per_turn: int = 3) -> str:
+def play_prompt(state: ContextState, observation: str, mode: Memory, style: Style, moves_per_turn: int = 3,
+                recalled: Sequence[str] | None = None) -> str:
     """The prompt of a play turn; ``observation`` is the current state in the
-    style's rendering (``env.observation()`` or ``env.compact_observation()``)."""
+    style's rendering (``env.observation()`` or ``env.compact_observation()``).
+    ``recalled``: what a retrieval memory returned for it (the A-MEM and Memento
+    baselines), shown instead of the memory of the earlier episodes."""
     if style == "compact":
         head = GAME_TAGS[state.game] + (f" {SEAT_WORDS[state.agent_seat]}" if state.agent_seat is not None else "")
         episode = len(state.memory) + 1
-        return " ".join([head, *_memory_lines(state, mode, style), f"ep{episode} {observation}"])
+        memory = _memory_lines(state, mode, style) if recalled is None else [f"mem {r}" for r in recalled]
+        return " ".join([head, *memory, f"ep{episode} {observation}"])
     parts = [TASKS[state.game]]
     if state.agent_seat is not None:
         parts.append(f"You are Player {state.agent_seat}: you move {SEAT_WORDS[state.agent_seat]}.")
-    memory = _memory_lines(state, mode, style)
+    if recalled is not None:
+        if recalled:
+            parts.append("# What you remember of similar situations\n" + "\n".join(f"- {r}" for r in recalled))
+        memory = []
+    else:
+        memory = _memory_lines(state, mode, style)
     if memory:
         parts.append("# Earlier trials against this opponent\n" + "\n\n".join(memory))
     trial = len(state.memory) + 1

@@ -19,6 +19,7 @@ from typing import Callable, Literal
 
 from mage_core.envs.base import Env, Outcome
 from mage_core.envs.rewards import invalid_action_penalty, length_penalty
+from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.context import (
     ContextState,
     EpisodeMemory,
@@ -61,6 +62,13 @@ class MetaSettings:
     invalid_penalty: float
     length_penalty_coef: float
     max_response_tokens: int
+    #: A retrieval memory shown instead of the fixed memory lines (the A-MEM and
+    #: Memento baselines, ``mage_core.rollout.retrieval``); the bank is attached
+    #: to the meta-episodes by the rollout (``MetaEpisode.bank``).
+    retrieval: Literal["none", "notes", "cases"] = "none"
+    #: After which episodes a reflection is written: every one, or only failed
+    #: ones (Reflexion: a verbal reflection on a failed attempt).
+    reflect_on: Literal["every", "failure"] = "every"
 
 
 @dataclass
@@ -132,6 +140,7 @@ class MetaEpisode:
     decisions: list[Decision] = field(default_factory=list)
     episodes: list[EpisodeResult] = field(default_factory=list)
     done: bool = False
+    bank: MemoryBank | None = None  # the retrieval memory (settings.retrieval), shared by a rollout's meta-episodes
 
     def __post_init__(self) -> None:
         seat = self.spec.agent_seat if self.spec.opponent is not None else None
@@ -144,6 +153,7 @@ class MetaEpisode:
         self._turn = 0
         self._episode_rewards: list[float] = []
         self._episode_invalid = 0
+        self._case_turns: list[tuple[str, str]] = []  # Memento: this episode's (state, action)
         self.env.reset()
 
     # -- what the policy must decide ---------------------------------------------------------
@@ -156,7 +166,12 @@ class MetaEpisode:
             prompt = reflect_prompt(self.context, self.context.memory[-1])
             return Request("reflect", prompt, self.encode(prompt))
         observation = self.env.compact_observation() if s.style == "compact" else self.env.observation()
-        prompt = play_prompt(self.context, observation, s.memory, s.style, s.moves_per_turn)
+        recalled = None
+        if s.retrieval != "none":
+            if self.bank is None:
+                raise RuntimeError(f"retrieval {s.retrieval!r}: no memory bank attached to the meta-episode")
+            recalled = self.bank.recall(observation)
+        prompt = play_prompt(self.context, observation, s.memory, s.style, s.moves_per_turn, recalled)
         request = Request("play", prompt, self.encode(prompt))
         if s.action_mode == "constrained":
             legal = self.env.legal_actions()
@@ -183,6 +198,9 @@ class MetaEpisode:
             action: str | None = request.candidate_texts[response.choice]
         else:
             action = self.env.parse_action(response.text)
+        if s.retrieval == "cases":  # the action as the style shows it, read before the step changes the page
+            shown_action = action if action is None or s.style == "paper" else self.env.compact_action(action)
+            self._case_turns.append((shown, shown_action or "(invalid)"))
         result = self.env.step(action)
         self._record("play", request, response, anchor, result.reward, result.invalid)
         self._episode_rewards.append(result.reward)
@@ -197,6 +215,8 @@ class MetaEpisode:
         matches = _REMARK.findall(response.text)
         remark = matches[-1].strip()[: self.settings.max_remark_chars] if matches else None
         self.context.memory[-1].remark = remark if remark is not None else ""
+        if self.settings.retrieval == "notes" and self.bank is not None:
+            self.bank.add_note(remark or "")
         self._record("reflect", request, response, REFLECTION_ANCHOR, 0.0, remark is None)
         self._next_episode()
 
@@ -225,13 +245,18 @@ class MetaEpisode:
         trajectory = final if s.style == "compact" else paper_trajectory(self.context.current_turns, final)
         # A structured summary stands in for a generated reflection (small models,
         # DESIGN.md "The embedded default"): the episode's final state and result.
-        summary = final if s.reflections == "summary" else None
+        reflects = s.reflect_on == "every" or not success
+        summary = final if s.reflections == "summary" and reflects else None
         if s.memory != "none":
             self.context.memory.append(EpisodeMemory(trajectory, success, summary))
+        if self.bank is not None and s.retrieval == "cases":
+            self.bank.add_cases(self._case_turns, "success" if success else "failure")
+        elif self.bank is not None and s.retrieval == "notes" and summary is not None:
+            self.bank.add_note(summary)
         last = len(self.episodes) == s.num_episodes
         if last or (s.early_stop and success):
             self.done = True
-        elif s.reflect and s.reflections == "generated":
+        elif s.reflect and s.reflections == "generated" and reflects:
             self._phase = "reflect"
         else:
             self._next_episode()
@@ -242,6 +267,7 @@ class MetaEpisode:
         else:
             self.env.reset()
         self.context.current_turns = []
+        self._case_turns = []
         self._episode_rewards = []
         self._episode_invalid = 0
         self._turn = 0

@@ -322,6 +322,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     if mlflow_run is not None:  # a resumed run is a new MLflow run, tagged with where it resumed
         mlflow_run.log_params(params)
         mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration)})
+    # A prompting or memory baseline (algorithm.agent) is never updated: its "training" is the
+    # selection-set evaluation of the model as given, saved as best/ like any run's.
+    planned = t.iterations if cfg.algorithm.agent == "trained" else 0
     try:
         started = time.monotonic()
         k = trainer.eval_settings.num_episodes
@@ -330,12 +333,12 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"))
         with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task(cfg.algorithm.preset, total=t.iterations, completed=state.iteration, status="")
-            while state.iteration < t.iterations:
+            task = progress.add_task(cfg.algorithm.preset, total=planned, completed=state.iteration, status="")
+            while state.iteration < planned:
                 it = state.iteration
                 metrics = trainer.iteration(it, rng, torch_rng)
                 state.iteration = it + 1
-                if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == t.iterations):
+                if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == planned):
                     eval_metrics, eval_metas = trainer.evaluate()
                     last_eval = (state.iteration, eval_metrics, eval_metas)
                     metrics.update(eval_metrics)
@@ -345,7 +348,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                         save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
                 logger.log_metrics(state.iteration, metrics)
                 over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
-                if state.iteration % t.checkpoint_every == 0 or state.iteration == t.iterations or over_budget:
+                if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
                     _save(checkpoints, engine, state, rng, torch_rng, digest, code)
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1

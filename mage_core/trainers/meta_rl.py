@@ -33,6 +33,7 @@ from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
+from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.runner import PolicyActor, meta_episode_seeds, run_meta_episodes
 from mage_core.trainers.batch import AdvantageSettings, build_samples
 
@@ -63,22 +64,42 @@ class TrainState:
     best_iteration: int = -1
 
 
+#: What each prompting or memory baseline remembers (``algorithm.agent``):
+#: memory mode, retrieval, after which episodes it reflects.
+AGENT_MEMORY = {
+    "reflexion": ("reflection_only", "none", "failure"),
+    "a_mem": ("reflection_only", "notes", "every"),
+    "memento": ("history_only", "cases", "every"),
+}
+
+
 def meta_settings(cfg: Config, game: str, num_episodes: int, reflect: bool) -> MetaSettings:
+    """The meta-episode settings of ``cfg``'s method. A baseline agent fixes its own
+    memory (``AGENT_MEMORY``); a generated reflection needs the paper style (free
+    text), so compact-style baselines reflect with the structured summary."""
     env_cfg = getattr(cfg.env, game)
+    memory, retrieval, reflect_on = cfg.policy.memory if reflect else "none", "none", "every"
+    reflections = cfg.policy.reflections
+    agent = cfg.algorithm.agent
+    if agent in AGENT_MEMORY and reflect:
+        memory, retrieval, reflect_on = AGENT_MEMORY[agent]
+        reflections = "generated" if cfg.policy.prompt_style == "paper" else "summary"
     return MetaSettings(
         num_episodes=num_episodes,
         reflect=reflect,
         restart=cfg.rollout.restart,
         early_stop=cfg.rollout.early_stop,
         style=cfg.policy.prompt_style,
-        memory=cfg.policy.memory if reflect else "none",
-        reflections=cfg.policy.reflections,
+        memory=memory,  # type: ignore[arg-type]
+        reflections=reflections,
         action_mode=cfg.policy.action_mode,
         max_remark_chars=cfg.policy.max_remark_chars,
         moves_per_turn=cfg.env.sokoban.moves_per_turn,
         invalid_penalty=env_cfg.invalid_action_penalty,
         length_penalty_coef=env_cfg.length_penalty_coef,
         max_response_tokens=env_cfg.max_response_tokens,
+        retrieval=retrieval,  # type: ignore[arg-type]
+        reflect_on=reflect_on,  # type: ignore[arg-type]
     )
 
 
@@ -179,8 +200,13 @@ class MetaRLTrainer:
     def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings,
               env_settings: Any = None) -> list[MetaEpisode]:
         env_settings = env_settings if env_settings is not None else self._env_settings
-        return build_meta_episodes(self.game, specs, settings, env_settings, self.cfg.opponents.settings(),
-                                   self.codec.encode_prompt, self.codec.encode_action, self._opponents)
+        metas = build_meta_episodes(self.game, specs, settings, env_settings, self.cfg.opponents.settings(),
+                                    self.codec.encode_prompt, self.codec.encode_action, self._opponents)
+        if settings.retrieval != "none":  # a memory baseline: one bank shared by the call's meta-episodes
+            bank = MemoryBank(settings.retrieval, self.cfg.algorithm.retrieve_k)
+            for meta in metas:
+                meta.bank = bank
+        return metas
 
     def rollout(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings, sampling: SamplingParams,
                 rng: torch.Generator, env_settings: Any = None) -> list[MetaEpisode]:
@@ -188,6 +214,9 @@ class MetaRLTrainer:
         result): meta-episode ``i`` samples from a generator seeded with
         ``meta_episode_seeds(rng, len(specs))[i]``."""
         pool = self.pool()
+        if settings.retrieval != "none" and pool is not None:
+            raise ValueError(f"algorithm.agent {self.cfg.algorithm.agent}: its memory bank lives in the rollout's "
+                             "process; set rollout.workers: 0")
         if pool is None:
             metas = self.build(specs, settings, env_settings)
             run_meta_episodes(metas, self.actor(sampling), rng)
@@ -307,8 +336,10 @@ class MetaRLTrainer:
         every (opponent, seat) and deal sequence enumerated
         (``mage_core.evaluation.kuhn_exact``), as ``eval/.../chips_exact_ep{k}``.
         Empty for other games and for populations with a stochastic opponent.
-        Always in this process (the deals are fixed on the built meta-episodes)."""
-        if self.game != "kuhn_poker":
+        Always in this process (the deals are fixed on the built meta-episodes).
+        Not for the memory baselines: their shared memory bank ties the enumerated
+        meta-episodes together, so the weighted sum would not be an exact value."""
+        if self.game != "kuhn_poker" or self.eval_settings.retrieval != "none":
             return {}
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs, exact_values, fix_deals
 

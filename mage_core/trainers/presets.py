@@ -29,6 +29,8 @@ _MAGE: dict[str, Any] = {
     "gamma_traj": 0.6,
     "episode_score": "episode_reward",
     "episode_baseline": "group",
+    "agent": "trained",
+    "retrieve_k": 3,
 }
 #: Single-episode RL baselines: one episode per sample, groups of 24 so that a
 #: step sees as many trajectories as MAGE's 8 x 3 (METHOD.md section 6); they
@@ -72,6 +74,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mage_final_return": {**_MAGE, "reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "episode_norm": "mean_norm",
                           "group_scope": "batch"},
+    # The prompting and memory baselines of Table 1 (METHOD.md section 9): no weight
+    # updates, evaluated with the same suites and K. ReAct acts in each attempt
+    # afresh (evaluated, as the single-episode methods, over K attempts without
+    # memory); Reflexion, A-MEM and Memento remember across MAGE's K episodes.
+    "react": {**_SINGLE, "agent": "react"},
+    "reflexion": {**_MAGE, "agent": "reflexion"},
+    "a_mem": {**_MAGE, "agent": "a_mem"},
+    "memento": {**_MAGE, "agent": "memento"},
     # Ablations of METHOD.md section 9 (one change to MAGE each).
     "ablation_cumulative": {**_MAGE, "reward_variant": "cumulative"},
     "ablation_single_episode_reward": {**_MAGE, "reward_variant": "single_episode"},
@@ -87,6 +97,9 @@ PRESET_POPULATIONS: dict[str, dict[str, str]] = {
     "ablation_pattern_skewed": {"tic_tac_toe": "pattern_skewed"},
 }
 
+
+#: Presets whose model is never updated (``algorithm.agent`` other than ``trained``).
+PROMPTING = ("react", "reflexion", "a_mem", "memento")
 
 #: Per-game values of every preset (METHOD.md section 4: gamma_traj 0.6, Sokoban 0.9,
 #: as in MAGE's Sokoban training script). Explicit ``algorithm`` keys still win.

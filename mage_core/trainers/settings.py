@@ -103,6 +103,14 @@ class AlgorithmConfig(Strict):
     gamma_traj: Probability
     episode_score: Literal["episode_reward", "return"]
     episode_baseline: Literal["group", "group_and_episode", "group_episode_turn"]
+    #: ``trained``: the policy is trained (every RL method). The prompting and memory
+    #: baselines (METHOD.md section 9) are evaluation-only agents around the fixed
+    #: model: ``react`` (no memory), ``reflexion`` (reflections on failed attempts),
+    #: ``a_mem`` (linked notes retrieved by similarity), ``memento`` (past cases
+    #: retrieved by similarity); docs/baselines.md.
+    agent: Literal["trained", "react", "reflexion", "a_mem", "memento"]
+    #: Notes or cases a memory baseline's prompt recalls (A-MEM adds their linked notes).
+    retrieve_k: PositiveInt
 
     @model_validator(mode="before")
     @classmethod

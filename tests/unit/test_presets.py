@@ -28,7 +28,7 @@ MAGE = {
     "episodes_per_meta_episode": 3, "reflect": True, "reward_variant": "differential", "advantage": "gigpo",
     "episode_norm": "mean_norm", "step_weight": 1.0, "anchor": "global", "grouping": "stationary",
     "group_scope": "task", "group_size": 8, "gamma_step": 0.95, "gamma_traj": 0.6,
-    "episode_score": "episode_reward", "episode_baseline": "group",
+    "episode_score": "episode_reward", "episode_baseline": "group", "agent": "trained", "retrieve_k": 3,
 }
 #: Single-episode baselines (METHOD.md section 6): one episode per sample, groups of 24.
 SINGLE = {"episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "single_episode", "group_size": 24}
@@ -42,6 +42,13 @@ DIFF_FROM_MAGE: dict[str, dict[str, object]] = {
     # Beyond the paper (issue 12), named apart: final-episode return, batch-wide baselines.
     "mage_final_return": {"reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "group_scope": "batch"},
+    # The prompting and memory baselines (METHOD.md section 9): never trained. ReAct keeps no
+    # memory (single attempts, evaluated over K as the single-episode methods); the others
+    # remember across MAGE's K episodes.
+    "react": {**SINGLE, "agent": "react"},
+    "reflexion": {"agent": "reflexion"},
+    "a_mem": {"agent": "a_mem"},
+    "memento": {"agent": "memento"},
     "ablation_cumulative": {"reward_variant": "cumulative"},
     "ablation_single_episode_reward": {"reward_variant": "single_episode"},
     "ablation_non_stationary_grouping": {"grouping": "non_stationary"},
