@@ -34,7 +34,7 @@ class SearchEngine:
     """BM25 over documents (one text per product, in catalogue order)."""
 
     def __init__(self, documents: Sequence[str], k1: float = 0.9, b: float = 0.4) -> None:
-        from rank_bm25 import BM25Okapi  # the webshop extra
+        from rank_bm25 import BM25Okapi  # a core dependency
 
         if not documents:
             raise ValueError("SearchEngine needs at least one document")
