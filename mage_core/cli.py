@@ -405,13 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except Exception as err:
         from mage_core.backends import BackendUnavailable
+        from mage_core.backends.openai_generator import EndpointError
         from mage_core.evaluation.contracts import ContractError
         from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
 
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
                  ContractError: "data contract broken", NotImplementedError: "not built yet",
-                 BackendUnavailable: "backend unavailable"}
+                 BackendUnavailable: "backend unavailable", EndpointError: "endpoint error"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         if kind is None:
             raise

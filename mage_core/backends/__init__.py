@@ -15,6 +15,7 @@ from typing import Any
 GENERATORS = {
     "hf": ("mage_core.backends.hf", "HFGenerator"),
     "vllm": ("mage_core.backends.vllm_generator", "VLLMGenerator"),
+    "openai": ("mage_core.backends.openai_generator", "OpenAIGenerator"),
 }
 #: train engine name -> (module, class). Implements ``base.TrainEngine``.
 ENGINES = {
@@ -22,7 +23,8 @@ ENGINES = {
     "deepspeed": ("mage_core.backends.deepspeed_engine", "DeepSpeedEngine"),
 }
 #: backend name -> the package it needs, and how to install it.
-PACKAGES = {"hf": "transformers", "torch": "torch", "vllm": "vllm", "deepspeed": "deepspeed"}
+PACKAGES = {"hf": "transformers", "torch": "torch", "vllm": "vllm", "deepspeed": "deepspeed",
+            "openai": "urllib"}  # the endpoint client is the standard library's
 INSTALL = {
     "vllm": "pip install -e '.[gpu]' on a CUDA machine (on a CPU, the test environment: make vllm-env)",
     "deepspeed": "pip install -e '.[deepspeed]' (CPU or GPU)",

@@ -101,7 +101,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     torch.set_num_threads(cfg.train.num_threads)
     if cfg.backend.generator == "hf":
         model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype))
-    else:  # vLLM loads the weights itself
+    else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
         model, tokenizer = None, load_tokenizer(policy_dir)
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))

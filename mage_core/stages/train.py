@@ -202,8 +202,25 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     of it when ``copy_model``, so the engine's in-place updates reach rollouts only
     through the weight sync). ``vllm``: vLLM's offline engine loads the weights
     saved in ``model_dir`` (``model`` is not needed) and takes every later sync in
-    place. ``close()`` it at the end (vLLM's engine processes)."""
+    place. ``openai``: a served model behind an OpenAI-compatible endpoint
+    (evaluation only), checked to answer now. ``close()`` it at the end (vLLM's
+    engine processes, the endpoint's request threads)."""
     b, m = cfg.backend, cfg.model
+    if b.generator == "openai":
+        from mage_core.backends.openai_generator import OpenAIGenerator
+
+        o = b.openai
+        if cfg.policy.action_mode != "free":
+            raise ConfigError("params", ["backend.generator: openai answers in free text only (the completions "
+                                         "route scores no candidates); set policy.action_mode: free"])
+        served = OpenAIGenerator(tokenizer, o.base_url, o.model, o.api_key_env, o.timeout_s, o.max_retries,
+                                 o.max_concurrency)
+        try:
+            served.check()  # a server that is down or serves another model fails now, before any work
+        except BaseException:
+            served.close()
+            raise
+        return served
     if b.generator == "vllm":
         from mage_core.backends.vllm_generator import VLLMGenerator
 
@@ -249,6 +266,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             "training over several GPUs (one rank per GPU, rollouts sharded over the ranks) is not built. "
             "Set backend.gpus: 1, and scale rollouts with rollout.workers (Ray)")
     device = stage_device(cfg)  # no CUDA for backend.gpus: 1 fails now
+    if cfg.backend.generator == "openai" and cfg.algorithm.agent == "trained":
+        raise ConfigError("params", ["backend.generator: openai serves a fixed model for evaluation (no "
+                                     "log-probabilities for PPO, no weight sync); train with hf or vllm, or use a "
+                                     "prompting preset (react, reflexion, a_mem, memento)"])
     if cfg.train.select_on == "exact_greedy":
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs
 

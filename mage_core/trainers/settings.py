@@ -164,6 +164,26 @@ class TrainConfig(Strict):
     output_dir: str = "artifacts/train"
 
 
+class OpenAIEndpointConfig(Strict):
+    """An OpenAI-compatible server (``backend.generator: openai``, evaluation only):
+    its base URL (up to ``/v1``) and model name; the API key comes from the
+    environment variable ``api_key_env``, never from this file."""
+
+    base_url: str = "http://localhost:8000/v1"
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    max_retries: NonNegativeInt = 3
+    max_concurrency: PositiveInt = 8
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"must be an http(s) URL such as http://localhost:8000/v1, got {v!r}")
+        return v
+
+
 class BackendConfig(Strict):
     """Where rollouts and updates run (DESIGN.md "Backends behind Protocols"). The
     CPU default: HF generation and the plain torch engine. The GPU backends:
@@ -171,7 +191,7 @@ class BackendConfig(Strict):
     ``make vllm-env``) and DeepSpeed ZeRO training (stages 0-2; the
     ``deepspeed`` extra, CPU or GPU). ``mage doctor`` checks a profile."""
 
-    generator: Literal["hf", "vllm"] = "hf"
+    generator: Literal["hf", "vllm", "openai"] = "hf"
     engine: Literal["torch", "deepspeed"] = "torch"
     gpus: NonNegativeInt = 0
     zero_stage: Literal[0, 1, 2, 3] = 2
@@ -180,9 +200,12 @@ class BackendConfig(Strict):
     micro_batch_size: PositiveInt = 8
     gradient_checkpointing: bool = False
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
+    openai: OpenAIEndpointConfig = OpenAIEndpointConfig()
 
     @model_validator(mode="after")
     def _consistent(self) -> "BackendConfig":
+        if self.generator == "openai" and not self.openai.model:
+            raise ValueError("generator: openai needs backend.openai.model (the name the server serves)")
         if self.precision == "bf16" and self.engine != "deepspeed":
             raise ValueError("precision: bf16 needs engine 'deepspeed' (the torch engine trains in fp32)")
         if self.offload_optimizer and self.engine != "deepspeed":
