@@ -12,6 +12,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[dev,pipeline,deepspeed,webshop]'
+	# alfworld's source build calls `python`: the venv's (a pyenv shim there breaks it)
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) -e '.[alfworld]'
 	touch $@
 
 ## setup: create .venv and install the package with its test tools

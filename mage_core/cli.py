@@ -113,6 +113,18 @@ def _cmd_data_generate(args: argparse.Namespace) -> int:
     return generate_from_params(cfg, args.out or f"data/{args.name}")
 
 
+def _cmd_alfworld_generate(args: argparse.Namespace) -> int:
+    from mage_core.stages.alfworld_data import run_generate
+
+    return run_generate(args.out, args.seed, args.train, args.valid_seen, args.valid_unseen)
+
+
+def _cmd_alfworld_check(args: argparse.Namespace) -> int:
+    from mage_core.stages.alfworld_data import check
+
+    return check(args.folder)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from mage_core.stages.train import run
 
@@ -348,6 +360,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="destination folder (default: data/<name>)")
     _add_params(p)
     p.set_defaults(func=_cmd_data_generate)
+
+    alf = sub.add_parser("alfworld", help="ALFWorld games made offline: generate them, check them",
+                         formatter_class=fmt)
+    alf_sub = alf.add_subparsers(dest="alfworld_command", metavar="<command>", required=True)
+    p = alf_sub.add_parser("generate", help="write expert-checked ALFWorld games of the six task types",
+                           description=(
+        "Write ALFWorld games (initial_state.pddl, traj_data.json, game.tw-pddl) of the six task types from the "
+        "floor plans and object tables the alfworld wheel ships, into the official split folders: train and "
+        "valid_seen on ALFRED's training floor plans, valid_unseen (out of distribution) on its test floor plans. "
+        "A game is kept only if alfworld's hand-coded expert wins it (1-10 s a game). Needs the alfworld extra."),
+        formatter_class=fmt)
+    p.add_argument("--out", required=True, metavar="DIR", help="folder to write the split folders into")
+    p.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
+    p.add_argument("--train", type=int, default=4, metavar="N", help="train games per task type (default: %(default)s)")
+    p.add_argument("--valid-seen", type=int, default=2, metavar="N",
+                   help="in-distribution evaluation games per task type (default: %(default)s)")
+    p.add_argument("--valid-unseen", type=int, default=2, metavar="N",
+                   help="out-of-distribution evaluation games per task type (default: %(default)s)")
+    p.set_defaults(func=_cmd_alfworld_generate)
+    p = alf_sub.add_parser("check", help="replay every game's walkthrough in the real engine",
+                           description=(
+        "Replay the stored walkthrough of every game.tw-pddl under DIR in TextWorld's PDDL engine with ALFWorld's "
+        "wrappers (no expert); exit 1 naming the games whose walkthrough does not win."), formatter_class=fmt)
+    p.add_argument("folder", metavar="DIR", help="a folder of games (generated, or the official json_2.1.1)")
+    p.set_defaults(func=_cmd_alfworld_check)
 
     shop = sub.add_parser("webshop", help="WebShop catalogues: generate one, check one", formatter_class=fmt)
     shop_sub = shop.add_subparsers(dest="webshop_command", metavar="<command>", required=True)

@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 HEAVY = ("numpy", "pydantic", "torch", "transformers", "pandas", "mlflow", "prefect", "great_expectations",
-         "deepspeed", "ray")
+         "deepspeed", "ray", "alfworld", "textworld")
 
 
 def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -21,7 +21,8 @@ def run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("argv", [["--help"], ["tournament", "--help"], ["kuhn", "analyze", "--help"],
                                   ["ttt", "analyze", "--help"], ["webshop", "generate", "--help"],
-                                  ["webshop", "check", "--help"],
+                                  ["webshop", "check", "--help"], ["alfworld", "generate", "--help"],
+                                  ["alfworld", "check", "--help"], ["data", "generate", "--help"],
                                   ["validate", "--help"], ["train", "--help"], ["evaluate", "--help"],
                                   ["reproduce", "--help"], ["report", "--help"], ["sweep", "--help"],
                                   ["ui", "--help"], ["doctor", "--help"]])

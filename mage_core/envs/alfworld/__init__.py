@@ -1,0 +1,10 @@
+"""ALFWorld (Shridhar et al. 2021) on games the project generates offline.
+
+- ``generate``: the official game files (``initial_state.pddl``, ``traj_data.json``,
+  ``game.tw-pddl``) written from the floor-plan layouts and object tables the
+  ``alfworld`` wheel ships, each kept only if alfworld's own hand-coded expert wins
+  it in TextWorld's PDDL engine (docs/environments.md).
+
+Playing them as an agent environment (``env.name: alfworld``) is not built yet.
+Needs the ``alfworld`` extra; importing this package does not import alfworld.
+"""
