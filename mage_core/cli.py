@@ -107,9 +107,12 @@ def _cmd_webshop_check(args: argparse.Namespace) -> int:
 
 def _cmd_data_generate(args: argparse.Namespace) -> int:
     from mage_core.config import load_config
-    from mage_core.stages.webshop_data import generate_from_params
 
     cfg = load_config(args.params, args.overrides)
+    if args.name == "alfworld":
+        from mage_core.stages.alfworld_data import generate_from_params
+    else:
+        from mage_core.stages.webshop_data import generate_from_params
     return generate_from_params(cfg, args.out or f"data/{args.name}")
 
 
@@ -353,10 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = data_sub.add_parser("generate", help="generate a task's data from params.yaml's data.<name> and check it",
                             description=(
         "Generate the data of a task from params.yaml (data.<name>), check it (WebShop: the scripted expert must "
-        "buy every goal with score 1; exit 1 otherwise) and only then move it to --out (default data/<name>), so "
-        "a failed or interrupted run leaves the previous data untouched. The DVC stage data@<name> runs this."),
+        "buy every goal with score 1; ALFWorld: every game is won by alfworld's expert, then its walkthrough is "
+        "replayed; exit 1 otherwise) and only then move it to --out (default data/<name>), so a failed or "
+        "interrupted run leaves the previous data untouched. The DVC stage data@<name> runs this."),
         formatter_class=fmt)
-    p.add_argument("name", choices=["webshop"], help="the task whose data to generate")
+    p.add_argument("name", choices=["webshop", "alfworld"], help="the task whose data to generate")
     p.add_argument("--out", metavar="DIR", help="destination folder (default: data/<name>)")
     _add_params(p)
     p.set_defaults(func=_cmd_data_generate)

@@ -36,8 +36,8 @@ from mage_core.trainers.settings import (
     TrainConfig,
 )
 
-GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban", "webshop")
-GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban", "webshop"]
+GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban", "webshop", "alfworld")
+GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban", "webshop", "alfworld"]
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
 
 
@@ -129,12 +129,30 @@ class WebShopConfig(PenaltyConfig):
         return WebShopSettings(**fields)
 
 
+class AlfWorldConfig(PenaltyConfig):
+    """ALFWorld (METHOD.md section 10: 10 turns, 1024 response tokens, no length
+    penalty); the game folder (``mage alfworld generate``, or the official json_2.1.1)."""
+
+    data_path: str = "data/alfworld"
+    max_turns: PositiveInt = 10
+    success_reward: Annotated[float, Field(gt=0)] = 10.0
+    length_penalty_coef: NonNegativeFloat = 0.0
+    max_response_tokens: PositiveInt = 1024
+
+    def settings(self) -> Any:
+        from mage_core.envs.alfworld.env import AlfWorldSettings
+
+        return AlfWorldSettings(data_path=self.data_path, max_turns=self.max_turns,
+                                success_reward=self.success_reward)
+
+
 class EnvConfig(Strict):
     name: GameName = "kuhn_poker"
     tic_tac_toe: TicTacToeConfig = TicTacToeConfig()
     kuhn_poker: KuhnPokerConfig = KuhnPokerConfig()
     sokoban: SokobanConfig = SokobanConfig()
     webshop: WebShopConfig = WebShopConfig()
+    alfworld: AlfWorldConfig = AlfWorldConfig()
 
 
 class KuhnStrategyConfig(Strict):
@@ -245,6 +263,12 @@ class SokobanSuiteConfig(Strict):
     num_boxes: Annotated[int, Field(ge=1, le=3)]
 
 
+class AlfWorldSuiteConfig(Strict):
+    """An out-of-domain ALFWorld suite: the games of a split never trained on."""
+
+    split: Literal["eval_out_of_distribution"] = "eval_out_of_distribution"
+
+
 class WebShopSuiteConfig(Strict):
     """An out-of-domain WebShop suite: the goals of a split never trained on."""
 
@@ -268,6 +292,7 @@ class OodSuitesConfig(Strict):
     sokoban: dict[SuiteName, SokobanSuiteConfig] = {"one_box": SokobanSuiteConfig(num_boxes=1),
                                                     "three_boxes": SokobanSuiteConfig(num_boxes=3)}
     webshop: dict[SuiteName, WebShopSuiteConfig] = {"unseen_categories": WebShopSuiteConfig()}
+    alfworld: dict[SuiteName, AlfWorldSuiteConfig] = {"unseen_floor_plans": AlfWorldSuiteConfig()}
 
     def entries(self, game: TwoPlayerGame, name: str) -> list[PopulationEntry]:
         spec = getattr(self, game)[name]
@@ -311,10 +336,20 @@ class WebShopDataConfig(Strict):
     instructions_per_product: PositiveInt = 3
 
 
+class AlfWorldDataConfig(Strict):
+    """The generated ALFWorld games (``mage data generate alfworld``): games per task type."""
+
+    seed: NonNegativeInt = 0
+    train: NonNegativeInt = 2
+    valid_seen: NonNegativeInt = 1
+    valid_unseen: NonNegativeInt = 1
+
+
 class DataConfig(Strict):
     """Task data the project generates (the ``data@<name>`` DVC stages write ``data/<name>``)."""
 
     webshop: WebShopDataConfig = WebShopDataConfig()
+    alfworld: AlfWorldDataConfig = AlfWorldDataConfig()
 
 
 class RunConfig(Strict):

@@ -32,11 +32,12 @@ ENVS = {
     "kuhn_poker": ("mage_core.envs.kuhn_poker.env", "KuhnPokerEnv"),
     "sokoban": ("mage_core.envs.sokoban.env", "SokobanEnv"),
     "webshop": ("mage_core.envs.webshop.env", "WebShopEnv"),
+    "alfworld": ("mage_core.envs.alfworld.env", "AlfWorldEnv"),
 }
 
 
 def is_single_agent(game: str) -> bool:
-    """A task without an opponent (Sokoban, WebShop): no population, no seats."""
+    """A task without an opponent (Sokoban, WebShop, ALFWorld): no population, no seats."""
     return game not in RULES
 
 

@@ -56,6 +56,8 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
     if which in ("in_domain", "all"):
         if game == "webshop":
             out.append(Suite(IN_DOMAIN, game, (), {"split": "eval"}))
+        elif game == "alfworld":
+            out.append(Suite(IN_DOMAIN, game, (), {"split": "eval_in_distribution"}))
         else:
             entries = () if is_single_agent(game) else tuple(cfg.population.entries(game))
             out.append(Suite(IN_DOMAIN, game, entries))
@@ -64,7 +66,7 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
         for name, spec in getattr(ood, game).items():
             if game == "sokoban":
                 out.append(Suite(OOD_PREFIX + name, game, (), {"num_boxes": spec.num_boxes}))
-            elif game == "webshop":
+            elif game in ("webshop", "alfworld"):
                 out.append(Suite(OOD_PREFIX + name, game, (), {"split": spec.split}))
             else:
                 out.append(Suite(OOD_PREFIX + name, game, tuple(ood.entries(game, name))))
@@ -74,8 +76,11 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
 def selection_suite(cfg: Any) -> Suite:
     """What training-time evaluation plays to pick ``best/``: the in-domain suite
     from other task seeds (``evaluation.selection_seed``); for WebShop, whose
-    in-domain suite is a fixed goal list, the goals of the ``select`` split."""
+    in-domain suite is a fixed goal list, the goals of the ``select`` split; for
+    ALFWorld, whose splits are the official three, the training games (never the
+    reported valid_seen / valid_unseen games)."""
     suite = suites_for(cfg, "in_domain")[0]
-    if suite.env_overrides.get("split") == "eval":
-        return Suite(suite.name, suite.game, suite.entries, {**suite.env_overrides, "split": "select"})
+    split = {"eval": "select", "eval_in_distribution": "train"}.get(suite.env_overrides.get("split", ""))
+    if split is not None:
+        return Suite(suite.name, suite.game, suite.entries, {**suite.env_overrides, "split": split})
     return suite

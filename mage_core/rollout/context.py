@@ -29,7 +29,7 @@ from typing import Literal, Sequence
 Style = Literal["paper", "compact"]
 Memory = Literal["history_only", "reflection_only", "history_and_reflection", "none"]
 
-GAME_TAGS = {"tic_tac_toe": "ttt", "kuhn_poker": "kuhn", "sokoban": "sokoban", "webshop": "webshop"}
+GAME_TAGS = {"tic_tac_toe": "ttt", "kuhn_poker": "kuhn", "sokoban": "sokoban", "webshop": "webshop", "alfworld": "alfworld"}
 SEAT_WORDS = {0: "first", 1: "second"}
 
 TASKS = {
@@ -77,6 +77,17 @@ TASKS = {
         "You get several attempts at the same instruction. Learn from the earlier attempts and buy the "
         "product that matches every requirement."
     ),
+    "alfworld": (
+        "You are an expert agent operating in the ALFRED embodied household environment.\n"
+        "# Rules\n"
+        "- You see what is around you as text and act with ONE of the admissible actions listed, e.g. "
+        "go to a receptacle, open or close it, take an object from it, move an object to a receptacle, "
+        "heat, cool or clean an object with an appliance, use a lamp.\n"
+        "- Objects are often inside closed receptacles: search them. The task is done when its goal holds.\n"
+        "# Goal\n"
+        "You get several attempts at the same task in the same room. Learn from the earlier attempts "
+        "where things are and finish the task in as few actions as you can."
+    ),
 }
 
 ACTION_FORMATS = {
@@ -87,6 +98,7 @@ ACTION_FORMATS = {
                "<action>up, left</action>.",
     "webshop": "Choose ONE action, search[query] or click[name], inside <action> </action> tags, e.g. "
                "<action>click[buy now]</action>.",
+    "alfworld": "Choose ONE admissible action inside <action> </action> tags, e.g. <action>go to cabinet 1</action>.",
 }
 
 

@@ -47,9 +47,39 @@ def corpus_games(cfg: Config) -> tuple[str, ...]:
     return GAMES if cfg.env.name in GAMES else (*GAMES, cfg.env.name)
 
 
+#: Data-backed tasks whose reset is slow (ALFWorld: ~1 s, fast-downward translates the
+#: problem): random play covers their prompt shapes in fewer meta-episodes; their words
+#: come from ``task_texts``.
+SLOW_RESET = {"alfworld": 1}
+#: ALFWorld's compact command names offered at most (c1..cN; the admissible lists seen run to ~60).
+ALFWORLD_COMMANDS = 120
+
+
 def task_texts(cfg: Config, game: str) -> Iterator[str]:
     """A data-backed task's own words: every product and goal of the WebShop
-    catalogue as its compact prompt shows them (random play reaches few pages)."""
+    catalogue as its compact prompt shows them (random play reaches few pages);
+    ALFWorld's grammar (every feedback sentence) and each game's goal text and
+    object names, read from the game files without playing them."""
+    if game == "alfworld":
+        import json
+        import re
+
+        from mage_core.envs.alfworld.env import SPLIT_FOLDERS, split_games
+
+        words: set[str] = set()
+        for split in SPLIT_FOLDERS:
+            try:
+                files = split_games(cfg.env.alfworld.data_path, split)
+            except ValueError:
+                continue  # a split without games: check_task_data reports it when a stage needs it
+            for gamefile in files:
+                with open(gamefile) as handle:
+                    data = json.load(handle)
+                words.update(re.findall(r"[a-z]+", data["grammar"].lower()))
+                words.update(re.findall(r"[a-z]+", data["pddl_problem"].lower()))  # object and type names
+        yield " ".join(sorted(words))
+        yield " ".join(str(i) for i in range(1, 61))
+        return
     if game != "webshop":
         return
     from mage_core.envs.webshop.env import compact_goal, load_shop
@@ -77,7 +107,7 @@ def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed:
             pairs = [(None, 0)]
         else:
             pairs = sorted(Population(cfg.population.entries(game)).probabilities())  # type: ignore[arg-type]
-        for i in range(meta_episodes_per_game):
+        for i in range(min(meta_episodes_per_game, SLOW_RESET.get(game, meta_episodes_per_game))):
             opponent_name, seat = pairs[i % len(pairs)]
             memory = MEMORY_MODES[i % len(MEMORY_MODES)]
             opponent = make_opponent(game, opponent_name, settings) if opponent_name else None
@@ -112,4 +142,6 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
             from mage_core.envs.webshop.env import compact_action_words
 
             words.update(compact_action_words(env.catalogue))  # type: ignore[attr-defined]
+        if game == "alfworld":  # later states admit more commands than the first
+            words.update(f"c{i}" for i in range(1, ALFWORLD_COMMANDS + 1))
     return sorted(words)

@@ -93,6 +93,13 @@ def check(folder: str) -> int:
     return 1 if failures else 0
 
 
+def generate_from_params(cfg, out: str) -> int:
+    """``mage data generate alfworld``: the games of ``data.alfworld``, then the replay check."""
+    d = cfg.data.alfworld
+    status = generate(out, d.seed, d.train, d.valid_seen, d.valid_unseen)
+    return status if status != 0 else check(out)
+
+
 def run_generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int) -> int:
     try:
         return generate(out, seed, train, valid_seen, valid_unseen)

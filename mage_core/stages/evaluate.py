@@ -53,6 +53,8 @@ def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
     if game == "webshop":
         w = cfg.env.webshop
         return 0.0, max(w.success_reward, w.partial_reward_scale)
+    if game == "alfworld":
+        return 0.0, cfg.env.alfworld.success_reward
     s = cfg.env.sokoban
     moves = s.max_turns * s.moves_per_turn
     worst_move = min(s.step_penalty, 0.0) + min(s.box_off_target, 0.0)

@@ -38,3 +38,18 @@ def _copy_project(tmp: Path) -> Path:
 @pytest.fixture(scope="session")
 def copy_project() -> Callable[[Path], Path]:
     return _copy_project
+
+
+@pytest.fixture(scope="session")
+def alfworld_games(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One generated ALFWorld game of each task type in train/, and the same games copied
+    into valid_seen/ and valid_unseen/ (tests of playing, not of the splits' floor plans;
+    ~20 s: each game is checked by alfworld's expert)."""
+    pytest.importorskip("alfworld", reason="the alfworld extra (make setup installs it)")
+    from mage_core.envs.alfworld.generate import generate_dataset
+
+    root = tmp_path_factory.mktemp("alfworld") / "games"
+    generate_dataset(str(root), seed=0, games_per_task={"train": 1})
+    for folder in ("valid_seen", "valid_unseen"):
+        shutil.copytree(root / "train", root / folder)
+    return root

@@ -1,0 +1,223 @@
+"""ALFWorld as an agent environment: a game of a split folder, played through
+alfworld's own wrappers over TextWorld's PDDL engine (``generate.make_play_env``):
+the real observation text, the real admissible commands, the real ``won`` flag.
+
+An episode: ``reset()`` draws a game of the split (by the generator) and resets
+the engine on it (0.5-1.5 s: the problem is translated by fast-downward);
+``restart()`` resets the same game. A turn is one command; a command the game
+does not admit is an invalid turn: no engine step, the feedback "Nothing
+happens." (the engine's own answer to it), no reward, the turn counts. Winning
+pays ``success_reward`` (verl-agent: 10) and ends the episode; the turn limit
+(paper: 10) ends it with 0, the worst legal outcome.
+
+Observations: the task, the last feedback, and the admissible commands (as
+verl-agent's prompts list them). Compact style (the embedded model): the same
+words, the commands under one-word names ``c1``..``cN`` (their order: the
+engine's sorted list), which are the constrained candidates.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+
+#: Split -> its folder in ALFWorld's layout (json_2.1.1/...).
+SPLIT_FOLDERS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
+NOTHING_HAPPENS = "Nothing happens."
+_TASK = re.compile(r"Your task is to: (.*)")
+_PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
+
+
+class AlfWorldDataError(ValueError):
+    """A game folder is missing, empty, or holds a game that cannot be played."""
+
+
+@dataclass(frozen=True)
+class AlfWorldSettings:
+    """Paper settings (METHOD.md section 10: 10 turns); reward as verl-agent."""
+
+    data_path: str = "data/alfworld"
+    split: str = "train"
+    max_turns: int = 10
+    success_reward: float = 10.0
+
+    def __post_init__(self) -> None:
+        errors = []
+        if self.split not in SPLIT_FOLDERS:
+            errors.append(f"split must be one of {', '.join(SPLIT_FOLDERS)}, got {self.split!r}")
+        if self.max_turns < 1:
+            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
+        if not math.isfinite(self.success_reward) or self.success_reward <= 0:
+            errors.append(f"success_reward must be finite and > 0, got {self.success_reward}")
+        if errors:
+            raise ValueError("AlfWorldSettings: " + "; ".join(errors))
+
+
+@functools.lru_cache(maxsize=8)
+def split_games(data_path: str, split: str) -> tuple[str, ...]:
+    """The game files of a split folder (sorted), each one marked solvable."""
+    from mage_core.envs.alfworld.generate import game_files
+
+    folder = Path(data_path) / SPLIT_FOLDERS[split]
+    if not folder.is_dir():
+        raise AlfWorldDataError(f"{folder}: no such folder; generate the games with `mage alfworld generate "
+                                f"--out {data_path}` (or point env.alfworld.data_path at ALFWorld's json_2.1.1)")
+    files = tuple(game_files(str(folder)))
+    if not files:
+        raise AlfWorldDataError(f"{folder}: no game.tw-pddl under it")
+    import json
+
+    for f in files:
+        try:
+            with open(f) as handle:
+                if not json.load(handle).get("solvable"):
+                    raise AlfWorldDataError(f"{f}: not marked solvable (check it: mage alfworld check {data_path})")
+        except (OSError, json.JSONDecodeError) as err:
+            raise AlfWorldDataError(f"{f}: unreadable game file ({err})") from None
+    return files
+
+
+def compact_text(text: str) -> str:
+    """Lower case, the TextWorld banner and line breaks dropped."""
+    text = text.replace("-= Welcome to TextWorld, ALFRED! =-", " ")
+    return " ".join(text.lower().split())
+
+
+class AlfWorldEnv:
+    """One ALFWorld game per episode; ``restart()`` replays the same game."""
+
+    name = "alfworld"
+
+    def __init__(self, settings: AlfWorldSettings, rng: np.random.Generator,
+                 games: Sequence[str] | None = None) -> None:
+        from mage_core.envs.alfworld.generate import make_play_env, patch_handcoded_expert_move_command
+
+        self.settings = settings
+        self.games = tuple(games) if games is not None else split_games(settings.data_path, settings.split)
+        if not self.games:
+            raise AlfWorldDataError("AlfWorldEnv needs at least one game")
+        self._rng = check_generator(rng, "AlfWorldEnv")
+        patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
+        self._engine = make_play_env()
+        self.game: str | None = None
+        self._state: dict = {}
+        self.task = ""
+        self._feedback, self._turn, self._done, self._won = "", 0, False, False
+
+    # ------------------------------------------------------------------ life cycle
+    def reset(self) -> None:
+        self.set_game(self.games[int(self._rng.integers(len(self.games)))])
+
+    def set_game(self, gamefile: str) -> None:
+        """Start an episode on a given game file."""
+        self._engine.load(gamefile)
+        self.game = gamefile
+        self.restart()
+
+    def restart(self) -> None:
+        if self.game is None:
+            raise RuntimeError("AlfWorldEnv.restart() before reset()")
+        self._state = self._engine.reset()
+        match = _TASK.search(self._state["feedback"])
+        self.task = match.group(1).strip() if match else ""
+        self._feedback = self._state["feedback"].strip()
+        self._turn = 0
+        self._done = False
+        self._won = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def turn(self) -> int:
+        return self._turn
+
+    @property
+    def won(self) -> bool:
+        return self._won
+
+    # ------------------------------------------------------------------ what the agent sees
+    def legal_actions(self) -> list[str]:
+        """The game's admissible commands (the engine's sorted list); empty once over."""
+        return [] if self._done else list(self._state["admissible_commands"])
+
+    def observation(self) -> str:
+        head = f"Your task is to: {self.task}"
+        feedback = self._feedback if self._turn else self._feedback.replace("-= Welcome to TextWorld, ALFRED! =-", "")
+        if self._done:
+            result = "The task is done." if self._won else "The episode is over."
+            return f"{head}\n{feedback.strip()}\n{result}"
+        actions = ", ".join(self.legal_actions())
+        return f"{head}\n{feedback.strip()}\nYour admissible actions: {actions}"
+
+    def compact_observation(self) -> str:
+        feedback = compact_text(self._feedback)
+        if self._turn == 0:  # the intro repeats the task at its end
+            feedback = feedback.split("your task is to:")[0].strip()
+        if self._done:
+            return f"task {compact_text(self.task)} {feedback} {'won' if self._won else 'lost'}"
+        choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
+        return f"task {compact_text(self.task)} {feedback} {choices}"
+
+    def compact_action(self, action: str) -> str:
+        """An admissible command as ONE word: ``c<i>``, its position in ``legal_actions()``."""
+        return f"c{self.legal_actions().index(action) + 1}"
+
+    def parse_action(self, response: str) -> str | None:
+        """The admissible command a response names (its last ``<action>`` block, or the
+        whole text), spacing and case normalised; "put X in/on Y", the older ALFWorld
+        form, reads as "move X to Y". None if it names none; never raises."""
+        if not isinstance(response, str) or self._done or not self._state:
+            return None
+        text = extract_action_text(response)
+        command = " ".join((text if text is not None else response).lower().split()).strip(" .")
+        legal = self.legal_actions()
+        if command in legal:
+            return command
+        put = _PUT.match(command)
+        if put is not None and f"move {put.group(1)} to {put.group(2)}" in legal:
+            return f"move {put.group(1)} to {put.group(2)}"
+        return None
+
+    # ------------------------------------------------------------------ acting
+    def step(self, action: str | None) -> StepResult:
+        if self._done:
+            raise RuntimeError("AlfWorldEnv.step() after the episode ended; call restart() or reset()")
+        self._turn += 1
+        invalid = action is None or action not in self._state["admissible_commands"]
+        reward, outcome = 0.0, None
+        if invalid:
+            self._feedback = NOTHING_HAPPENS
+        else:
+            self._state, _, _ = self._engine.step(action)
+            self._feedback = self._state["feedback"].strip()
+            if self._state["won"]:
+                self._won = True
+                reward, outcome = self.settings.success_reward, Outcome.WIN
+        if outcome is None and self._turn >= self.settings.max_turns:
+            outcome = Outcome.TIMEOUT
+        if outcome is not None:
+            self._done = True
+        return StepResult(reward=reward, done=self._done, invalid=invalid, outcome=outcome,
+                          info={"game": os.path.basename(os.path.dirname(os.path.dirname(self.game or "")))})
+
+    def legal_return_floor(self) -> float:
+        return 0.0
+
+
+def walkthrough(gamefile: str) -> list[str]:
+    """The stored expert walkthrough of a game (the scripted expert of the tests)."""
+    import json
+
+    with open(gamefile) as handle:
+        return list(json.load(handle).get("walkthrough") or [])

@@ -1,0 +1,102 @@
+"""ALFWorld as an agent environment through alfworld's own wrappers and engine:
+the expert's walkthrough wins through the Env, restart replays the game, invalid
+and inadmissible commands, parsing, compact names, and `mage train` / `mage
+evaluate` end to end on generated games."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mage_core.config import ConfigError, parse_config
+from mage_core.envs.base import Outcome
+
+pytestmark = pytest.mark.integration
+
+E = pytest.importorskip("mage_core.envs.alfworld.env")
+
+
+def make(games: Path, **kw) -> "E.AlfWorldEnv":
+    return E.AlfWorldEnv(E.AlfWorldSettings(data_path=str(games), **kw), np.random.default_rng(0))
+
+
+def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
+    env = make(alfworld_games, max_turns=200)
+    assert len(env.games) == 6
+    for gamefile in env.games:
+        env.set_game(gamefile)
+        assert env.observation().startswith(f"Your task is to: {env.task}") and env.task
+        results = [env.step(command) for command in E.walkthrough(gamefile)]
+        assert all(not r.invalid for r in results)
+        assert results[-1].outcome is Outcome.WIN and results[-1].reward == 10.0 and env.won and env.done
+        assert sum(r.reward for r in results) == 10.0
+        assert env.legal_actions() == [] and env.observation().endswith("The task is done.")
+
+
+def test_restart_replays_the_game_and_invalid_turns_change_nothing(alfworld_games: Path) -> None:
+    env = make(alfworld_games, max_turns=3)
+    env.reset()
+    first, legal = env.observation(), env.legal_actions()
+    result = env.step(None)
+    assert result.invalid and result.reward == 0 and not result.done
+    assert "Nothing happens." in env.observation() and env.legal_actions() == legal
+    assert env.step("fly to the moon").invalid  # not admissible: no engine step either
+    last = env.step(legal[0])
+    assert not last.invalid and last.outcome is Outcome.TIMEOUT and last.reward == 0.0 and env.done
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step(legal[0])
+    env.restart()
+    assert env.observation() == first and env.turn == 0 and not env.done
+
+
+def test_parse_action_and_compact_names(alfworld_games: Path) -> None:
+    env = make(alfworld_games)
+    assert env.parse_action("<action>go to cabinet 1</action>") is None  # before reset: no game
+    env.reset()
+    legal = env.legal_actions()
+    target = next(a for a in legal if a.startswith("go to "))
+    assert env.parse_action(f"I think... <action>  {target.upper()} </action>") == target
+    assert env.parse_action(target + ".") == target
+    assert env.parse_action("<action>dance</action>") is None and env.parse_action(None) is None  # type: ignore[arg-type]
+    words = [env.compact_action(a) for a in legal]
+    assert words == [f"c{i}" for i in range(1, len(legal) + 1)]
+    compact = env.compact_observation()
+    assert compact.startswith(f"task {E.compact_text(env.task)} ") and f"c1 {legal[0]}" in compact
+    assert "welcome to textworld" not in compact
+
+
+def test_put_in_reads_as_move_to(alfworld_games: Path) -> None:
+    env = make(alfworld_games, max_turns=200)
+    for gamefile in env.games:
+        env.set_game(gamefile)
+        for command in E.walkthrough(gamefile):
+            if command.startswith("move "):
+                obj, recep = command[len("move "):].split(" to ")
+                assert env.parse_action(f"<action>put {obj} in/on {recep}</action>") == command
+                return
+            env.step(command)
+    pytest.fail("no walkthrough moves an object")
+
+
+def test_train_and_evaluate_on_generated_games(alfworld_games: Path, tmp_path: Path) -> None:
+    from mage_core.stages.evaluate import evaluate
+    from mage_core.stages.train import train
+
+    params = {"env": {"name": "alfworld", "alfworld": {"data_path": str(alfworld_games)}},
+              "tournament": {"matches": []}, "tracking": {"mlflow": False},
+              "train": {"iterations": 1, "groups_per_iteration": 1, "eval_every": 0},
+              "algorithm": {"group_size": 2}, "evaluation": {"meta_episodes_per_opponent_seat": 1}}
+    cfg = parse_config(params)
+    assert train(cfg, tmp_path / "train")["iterations"] == 1
+    evaluate(cfg, tmp_path / "train" / "best", tmp_path / "eval", "all", per_opponent_seat=1)
+    trials = pd.read_parquet(tmp_path / "eval" / "trials.parquet")
+    assert trials.groupby("suite").size().to_dict() == {"in_domain": 3, "ood_unseen_floor_plans": 3}
+    assert set(trials.reward) <= {0.0, 10.0}
+    missing = cfg.env.alfworld.model_copy(update={"data_path": str(tmp_path / "nowhere")})
+    bad = cfg.model_copy(update={"env": cfg.env.model_copy(update={"alfworld": missing})})
+    with pytest.raises(ConfigError, match=r"env\.alfworld\.data_path: .*nowhere/train: no such folder"):
+        train(bad, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
