@@ -343,6 +343,12 @@ class AlfWorldDataConfig(Strict):
     train: NonNegativeInt = 2
     valid_seen: NonNegativeInt = 1
     valid_unseen: NonNegativeInt = 1
+    task_types: list[Literal["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                             "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+                             "pick_two_obj_and_place"]] = Field(
+        default_factory=lambda: ["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                                 "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+                                 "pick_two_obj_and_place"], min_length=1)
 
 
 class DataConfig(Strict):

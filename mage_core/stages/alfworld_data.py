@@ -23,7 +23,7 @@ from rich.table import Table
 from mage_core.config import ConfigError
 
 
-def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int) -> int:
+def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int, task_types=None) -> int:
     problems = [f"--{name.replace('_', '-')}: must be >= 0, got {value}"
                 for name, value in (("train", train), ("valid_seen", valid_seen), ("valid_unseen", valid_unseen))
                 if value < 0]
@@ -39,8 +39,10 @@ def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
         with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("ALFWorld games (expert-checked)", total=6 * sum(counts.values()))
-            made = G.generate_dataset(tmp, seed, counts, progress=lambda n: progress.advance(task, n))
+            kinds = list(task_types or G.TASK_TYPES.values())
+            task = progress.add_task("ALFWorld games (expert-checked)", total=len(kinds) * sum(counts.values()))
+            made = G.generate_dataset(tmp, seed, counts, progress=lambda n: progress.advance(task, n),
+                                      task_types=kinds)
         if target.exists():
             shutil.rmtree(target)
         Path(tmp).rename(target)
@@ -96,7 +98,7 @@ def check(folder: str) -> int:
 def generate_from_params(cfg, out: str) -> int:
     """``mage data generate alfworld``: the games of ``data.alfworld``, then the replay check."""
     d = cfg.data.alfworld
-    status = generate(out, d.seed, d.train, d.valid_seen, d.valid_unseen)
+    status = generate(out, d.seed, d.train, d.valid_seen, d.valid_unseen, d.task_types)
     return status if status != 0 else check(out)
 
 

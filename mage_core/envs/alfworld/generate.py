@@ -535,9 +535,10 @@ def split_floor_plans(split: str) -> list:
     return sorted(C.TRAIN_SCENE_NUMBERS)
 
 
-def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=None) -> dict:
+def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=None, task_types=None) -> dict:
     """Write ``games_per_task[split]`` solvable games of each of the six task types into
-    ``out_root/<split folder>/``; each game on a floor plan drawn (seeded) from the split's
+    ``out_root/<split folder>/`` (``task_types``: a subset of the six, default all); each
+    game on a floor plan drawn (seeded) from the split's
     floor plans where its task type is valid. Returns ``{split: [(task type, game dir,
     expert steps)]}``. ``progress(n)`` is called after each game. Raises RuntimeError when
     a task type finds no solvable game in 20 floor plans."""
@@ -550,7 +551,9 @@ def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=No
         rng = random.Random(f"{seed}-{split}")
         plans = split_floor_plans(split)
         made[split] = []
-        for task_type in TASK_TYPES.values():
+        for task_type in (task_types or TASK_TYPES.values()):
+            if task_type not in TASK_TYPES.values():
+                raise ValueError(f"unknown ALFWorld task type {task_type!r}; choose {', '.join(TASK_TYPES.values())}")
             for game in range(count):
                 for tries in range(20):
                     scene_num = rng.choice(plans)
