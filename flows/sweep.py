@@ -29,8 +29,11 @@ from flows.reproduce import project_settings
 
 
 def point_jobs(point: Any, parent_run_id: str | None) -> list[StageJob]:
-    """The stages of a point's own run (``train@<point>``, ``evaluate@<point>``) in its workspace."""
-    mine = {stage: ups for stage, ups in stage_graph(point.workspace).items() if stage.endswith(f"@{point.name}")}
+    """The stages of a point's own run (``train@<point>``, ``evaluate@<point>``) in its
+    workspace, and the data stages (``data@<task>``) they depend on."""
+    graph = stage_graph(point.workspace)
+    mine = {stage: ups for stage, ups in graph.items()
+            if stage.endswith(f"@{point.name}") or stage.startswith("data@")}
     return [StageJob(point.workspace, stage, f"{point.name}/{stage}",
                      tuple(f"{point.name}/{u}" for u in ups if u in mine), parent_run_id)
             for stage, ups in mine.items()]

@@ -19,8 +19,11 @@ import yaml
 
 pytestmark = pytest.mark.integration
 
-SMOKE_STAGES = ["train@kuhn_poker-mage", "train@tic_tac_toe-gigpo", "evaluate@kuhn_poker-mage",
-                "evaluate@tic_tac_toe-gigpo", "report"]
+SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
+              "sokoban-memento"]
+#: The smoke profile's stages in the flow's order: data first, then training, evaluation, the report.
+SMOKE_STAGES = (["data@webshop", "data@alfworld"] + [f"train@{r}" for r in SMOKE_RUNS]
+                + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["report"])
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +133,8 @@ def test_the_evaluate_flow_reevaluates_without_training(workspace: Path, harness
     params["reproduce"]["eval_per_pair"] = 2
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     results = evaluate(str(workspace))
-    assert [(r["stage"], r["skipped"]) for r in results] == [
-        ("evaluate@kuhn_poker-mage", False), ("evaluate@tic_tac_toe-gigpo", False), ("report", False)]
+    assert [(r["stage"], r["skipped"]) for r in results] == [(f"evaluate@{r}", False) for r in SMOKE_RUNS] + [
+        ("report", False)]
     assert _eval_size(workspace) == 2
     assert {k: v for k, v in _locked(workspace).items() if k.startswith("train@")} == trained
 
@@ -142,7 +145,8 @@ def test_the_evaluate_flow_needs_trained_checkpoints(tmp_path: Path, harness: No
     from mage_core.stages.reproduce import prepare_workspace
 
     fresh = prepare_workspace(copy_project(tmp_path), "smoke")
-    with pytest.raises(RuntimeError, match="not trained yet: train@kuhn_poker-mage, train@tic_tac_toe-gigpo"):
+    with pytest.raises(RuntimeError, match="not run yet: data@webshop, data@alfworld, train@kuhn_poker-mage, "
+                                           "train@tic_tac_toe-gigpo"):
         evaluate(str(fresh))
     assert not (fresh / "artifacts").exists()
 

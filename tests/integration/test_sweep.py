@@ -45,7 +45,9 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
     monkeypatch.chdir(project)
     result = sweep(str(project), ray=True, **GRID)
     stages = {r["label"]: r for r in result["stages"]}
-    assert set(stages) == {"mage/train@mage", "mage/evaluate@mage", "grpo/train@grpo", "grpo/evaluate@grpo"}
+    # each point's own stages, and the data stages its stages depend on (dvc.yaml lists every data folder)
+    data = {f"{p}/data@{task}" for p in ("mage", "grpo") for task in ("webshop", "alfworld")}
+    assert set(stages) == {"mage/train@mage", "mage/evaluate@mage", "grpo/train@grpo", "grpo/evaluate@grpo"} | data
     assert not any(r["skipped"] for r in stages.values())
 
     # Concurrency: the two training stages overlapped in time, in two Ray worker processes.
@@ -60,7 +62,7 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
     sweep_dir = project / "artifacts" / "sweeps" / "pair-smoke"
     for point in ("mage", "grpo"):
         lock = yaml.safe_load((sweep_dir / point / "dvc.lock").read_text())["stages"]
-        assert set(lock) == {f"train@{point}", f"evaluate@{point}"}
+        assert set(lock) == {f"train@{point}", f"evaluate@{point}", "data@webshop", "data@alfworld"}
         params = yaml.safe_load((sweep_dir / point / "params.yaml").read_text())
         assert params["reproduce"]["runs"] == {point: {"env": "kuhn_poker", "method": point, "set": {}}}
 
@@ -91,7 +93,7 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
         assert run.data.params["algorithm.preset"] == name and run.info.status == "FINISHED"
         assert run.data.metrics["sweep/final"] == pytest.approx(float(table.set_index("point").at[name, "final"]))
         stage_runs = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
-        assert stage_runs == {f"train@{name}", f"evaluate@{name}"}
+        assert stage_runs == {f"train@{name}", f"evaluate@{name}", "data@webshop", "data@alfworld"}
 
     # A second run, in threads this time, finds every stage done.
     again = sweep(str(project), ray=False, **GRID)

@@ -103,7 +103,7 @@ def test_lamer_is_not_the_cumulative_ablation() -> None:
 
 
 #: One paper profile per game of the paper this project supports.
-PAPER_PROFILES = ["paper_kuhn_poker", "paper_sokoban", "paper_tic_tac_toe"]
+PAPER_PROFILES = ["paper_alfworld", "paper_kuhn_poker", "paper_sokoban", "paper_tic_tac_toe", "paper_webshop"]
 
 
 def test_every_paper_profile_is_pinned() -> None:
@@ -123,7 +123,11 @@ def test_paper_profile_runs_use_the_paper_settings(profile: str) -> None:
         assert (a.gamma_step, a.gamma_traj) == (0.95, 0.9 if game == "sokoban" else 0.6)
         assert a.group_size == (24 if a.episodes_per_meta_episode == 1 else 8)
         assert (a.episode_norm, a.group_scope) == ("mean_norm", "task")
-        # KL loss 0.1 low_var_kl on the games, off on Sokoban (METHOD.md sections 6 and 10).
-        assert (cfg.train.kl_coef, cfg.train.kl_estimator) == (0.0 if game == "sokoban" else 0.1, "low_var_kl")
+        # KL loss 0.1 low_var_kl on the games, off on Sokoban, ALFWorld, WebShop (METHOD.md sections 6 and 10).
+        kl_off = game in ("sokoban", "alfworld", "webshop")
+        assert (cfg.train.kl_coef, cfg.train.kl_estimator) == (0.0 if kl_off else 0.1, "low_var_kl")
+        # response budgets of METHOD.md section 10
+        budget = {"tic_tac_toe": 3072, "kuhn_poker": 4096, "sokoban": 4096, "alfworld": 1024, "webshop": 1024}[game]
+        assert getattr(cfg.env, game).max_response_tokens == budget
         assert cfg.rollout.early_stop is True  # METHOD.md section 1: on, as in the paper's protocol
         assert a.model_dump(exclude={"preset"}) == expected(a.preset, game)
