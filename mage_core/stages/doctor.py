@@ -63,6 +63,22 @@ def check_backends(cfg: Config) -> list[Finding]:
     return out
 
 
+def check_task_data_finding(cfg: Config) -> list[Finding]:
+    """A data-backed task's files (WebShop's catalogue, ALFWorld's games) are there and playable."""
+    if cfg.env.name not in ("webshop", "alfworld"):
+        return []
+    from mage_core.config import ConfigError
+    from mage_core.stages.task_data import check_task_data
+
+    path = getattr(cfg.env, cfg.env.name).data_path
+    try:
+        check_task_data(cfg, "train")
+        check_task_data(cfg, "evaluate")
+    except ConfigError as err:
+        return [Finding(False, err.problems[0], f"mage data generate {cfg.env.name} --out {path}")]
+    return [Finding(True, f"env.{cfg.env.name}.data_path {path}: every split has its data")]
+
+
 def visible_gpus() -> list[tuple[str, int]]:
     """(name, total bytes) of every CUDA device torch sees."""
     import torch
@@ -181,12 +197,18 @@ def run(params: str, profile: str | None = None, overrides: Sequence[str] = ()) 
         from mage_core.config import apply_overrides
         from mage_core.stages.reproduce import profile_params
 
-        cfg = parse_config(apply_overrides(profile_params(Path(params), profile), overrides),
-                           f"{params} with profile {profile}")
+        from mage_core.config import run_data
+
+        data = apply_overrides(profile_params(Path(params), profile), overrides)
+        cfg = parse_config(data, f"{params} with profile {profile}")
+        runs = list(cfg.reproduce.runs)
+        if len(runs) == 1:  # a paper profile: check the run it launches (its env, method and overrides)
+            cfg = parse_config(run_data(data, runs[0], f"profile {profile} run {runs[0]}"),
+                               f"{params} with profile {profile}, run {runs[0]}")
     else:
         cfg = load_config(params, overrides)
     gpus = visible_gpus()
-    findings = check_backends(cfg) + check_gpus(cfg, gpus)
+    findings = check_backends(cfg) + check_gpus(cfg, gpus) + check_task_data_finding(cfg)
     config, model_findings = model_config(cfg)
     findings += model_findings
     lines: list[str] = []

@@ -61,6 +61,17 @@ def test_the_paper_profile_here_lists_every_problem_with_its_fix(project: Path) 
     assert len(problems) == len(fixes) == 4 and out.rstrip().endswith("4 problem(s)")  # each with its fix
 
 
+@pytest.mark.parametrize("profile", ["paper_alfworld", "paper_webshop"])
+def test_a_paper_profile_of_a_data_backed_task_checks_its_data(project: Path, profile: str) -> None:
+    # the profile's own run is checked (its env, not params.yaml's env.name); the copied project has no data/
+    done = doctor(project, "--profile", profile)
+    assert done.returncode == 1, done.stdout + done.stderr
+    task = profile.removeprefix("paper_")
+    lines = " ".join(done.stdout.split())
+    assert f"fix env.{task}.data_path:" in lines and f"-> mage data generate {task} --out data/{task}" in lines
+    assert lines.endswith("5 problem(s)")
+
+
 def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> None:
     folder = project / "models" / "Qwen3-4B"
     folder.mkdir(parents=True)
