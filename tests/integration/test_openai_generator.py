@@ -81,16 +81,12 @@ def test_a_server_that_is_down_stops_before_the_evaluation(model_dir: Path, tmp_
         evaluate(parse_config(params(url, max_retries=0)), model_dir, tmp_path / "eval")
     assert not (tmp_path / "eval").exists()
     # the CLI: one line, exit 1, nothing written
-    assert main(["evaluate", "--params", str(tmp_path / "p.yaml"), "--policy", str(model_dir), "--out",
-                 str(tmp_path / "cli")] if _write(tmp_path / "p.yaml", params(url, max_retries=0)) else []) == 1
-    assert "endpoint error" in capsys.readouterr().err and not (tmp_path / "cli").exists()
-
-
-def _write(path: Path, data: dict) -> bool:
     import yaml
 
-    path.write_text(yaml.safe_dump(data))
-    return True
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params(url, max_retries=0)))
+    assert main(["evaluate", "--params", str(tmp_path / "p.yaml"), "--policy", str(model_dir), "--out",
+                 str(tmp_path / "cli")]) == 1
+    assert "endpoint error" in capsys.readouterr().err and not (tmp_path / "cli").exists()
 
 
 def test_a_slow_server_times_out_with_a_clear_error(model_dir: Path, tmp_path: Path) -> None:
