@@ -15,6 +15,17 @@ from typing import Any
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+#: The mode a plain ``mkdir`` gives a folder: a staging folder (``mkdtemp``: 0700) gets it
+#: before it is renamed into place, so a published folder reads like any other.
+DIR_MODE = 0o777 & ~_UMASK
+
+
+def staging_dir(parent: str | Path, prefix: str) -> Path:
+    """A new empty folder in ``parent`` to build a result in before renaming it into place,
+    with a plain folder's mode."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(path, DIR_MODE)
+    return path
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:

@@ -26,6 +26,8 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from mage_core.io.atomic import staging_dir
+
 
 @dataclass(frozen=True)
 class TinyModelSpec:
@@ -110,7 +112,7 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     """
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    staging = staging_dir(target.parent, f".{target.name}.tmp-")
     try:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)

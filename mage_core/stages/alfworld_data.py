@@ -11,6 +11,7 @@ wrappers (no expert) and fails (exit 1) if one does not win.
 from __future__ import annotations
 
 import collections
+import os
 import shutil
 import tempfile
 import time
@@ -21,6 +22,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from mage_core.config import ConfigError
+from mage_core.io.atomic import DIR_MODE
 
 
 def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int, task_types=None) -> int:
@@ -38,6 +40,7 @@ def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int
     console = Console()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+        os.chmod(tmp, DIR_MODE)  # what the published folder keeps (TemporaryDirectory makes 0700)
         with Progress(console=console, transient=True) as progress:
             kinds = list(task_types or G.TASK_TYPES.values())
             task = progress.add_task("ALFWorld games (expert-checked)", total=len(kinds) * sum(counts.values()))

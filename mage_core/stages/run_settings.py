@@ -43,6 +43,12 @@ PAPER_PROFILE = "paper_{env}"
 COMPARED_SECTIONS = ("model", "policy", "rollout", "algorithm", "train", "evaluation")
 #: Keys that change where work runs or where it is written, never the numbers.
 NOT_COMPARED = frozenset({"rollout.workers", "rollout.ray_address", "train.output_dir", "train.num_threads"})
+#: Keys that only training reads: an evaluation-only agent (a prompting or memory baseline,
+#: ``algorithm.agent`` not ``trained``) is never trained, so they are "unused" in its column.
+TRAINING_ONLY = ("train.", "algorithm.reward_variant", "algorithm.advantage", "algorithm.episode_norm",
+                 "algorithm.step_weight", "algorithm.anchor", "algorithm.grouping", "algorithm.group_scope",
+                 "algorithm.group_size", "algorithm.gamma_step", "algorithm.gamma_traj",
+                 "algorithm.episode_score", "algorithm.episode_baseline")
 #: What each seed key seeds, for the keys params.yaml has today (others print without a role).
 SEED_ROLES = {
     "seed": "training",
@@ -68,6 +74,7 @@ class RunSettings:
 
     env: str
     model: str
+    trained: bool  # False: an evaluation-only agent (algorithm.agent), never trained
     iterations: int
     groups_per_iteration: int
     group_size: int
@@ -130,7 +137,8 @@ def describe(run: Config, paper: Config | None, paper_profile: str) -> RunSettin
     """``run``'s settings against ``paper`` (None: no paper profile for its game)."""
     t = run.train
     return RunSettings(
-        env=run.env.name, model=model_summary(run), iterations=t.iterations,
+        env=run.env.name, model=model_summary(run), trained=run.algorithm.agent == "trained",
+        iterations=t.iterations,
         groups_per_iteration=t.groups_per_iteration, group_size=run.algorithm.group_size,
         time_budget_minutes=t.time_budget_minutes, eval_every=t.eval_every,
         selection_per_pair=run.evaluation.meta_episodes_per_opponent_seat,
@@ -189,6 +197,8 @@ def format_value(value: Any) -> str:
 
 
 def _budget(s: RunSettings) -> str:
+    if not s.trained:
+        return "none: evaluation only, the model as given"
     text = (f"{s.iterations} iterations x {s.meta_episodes_per_iteration} meta-episodes "
             f"({s.groups_per_iteration} groups of {s.group_size})")
     if s.time_budget_minutes:
@@ -197,13 +207,16 @@ def _budget(s: RunSettings) -> str:
 
 
 def _selection(s: RunSettings) -> str:
+    if not s.trained:
+        return f"{s.selection_per_pair} per (opponent, seat), once (nothing to select from)"
     when = f"every {s.eval_every} iterations and at the end" if s.eval_every else "at the end only"
     return f"{s.selection_per_pair} per (opponent, seat), {when}"
 
 
 def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[str, str]) -> str:
     """Under Table 1: one row per run (model, budget, seeds), then per game a table of
-    the settings that differ from its paper profile (``=``: the run has the paper's value)."""
+    the settings that differ from its paper profile (``=``: the run has the paper's value;
+    ``unused``: a training key in an evaluation-only agent's column)."""
     if not settings:
         raise ValueError("no run settings to print")
     keys = list(dict.fromkeys(key for s in settings.values() for key, _ in s.seeds))
@@ -223,7 +236,8 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
             parts.append(f"#### {label}: no paper profile\n\nreproduce.profiles has no `{profile}`: the settings "
                          "of these runs are not compared with the paper's.\n")
             continue
-        diff_keys = list(dict.fromkeys(d.key for s in runs.values() for d in s.differences))
+        diff_keys = list(dict.fromkeys(d.key for s in runs.values() for d in s.differences
+                                       if s.trained or not d.key.startswith(TRAINING_ONLY)))
         parts.append(f"#### {label}: settings that differ from the paper profile `{profile}`\n")
         if not diff_keys:
             parts.append("None: every compared setting of these runs is the paper profile's.\n")
@@ -235,7 +249,9 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
             cells = []
             for s in runs.values():
                 d = next((d for d in s.differences if d.key == key), None)
-                if d is None:
+                if not s.trained and key.startswith(TRAINING_ONLY):
+                    cells.append("unused")
+                elif d is None:
                     cells.append("=")
                 elif shared is None:
                     cells.append(f"{format_value(d.run_value)} (paper: {format_value(d.paper_value)})")

@@ -19,6 +19,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from mage_core.config import ConfigError
+from mage_core.io.atomic import DIR_MODE
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
 from mage_core.envs.webshop.env import SPLITS, WebShopEnv, WebShopSettings, expert_action, split_goals
 
@@ -26,6 +27,7 @@ def generate_from_params(cfg, out: str) -> int:
     """``mage data generate webshop``: the catalogue of ``data.webshop``, written to a
     temporary folder, checked (the expert must buy every goal), then moved to
     ``out`` (an older catalogue there is replaced only by a checked one)."""
+    import os
     import shutil
     import tempfile
 
@@ -33,6 +35,7 @@ def generate_from_params(cfg, out: str) -> int:
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+        os.chmod(tmp, DIR_MODE)  # what the published folder keeps (TemporaryDirectory makes 0700)
         write_catalogue(generate_catalogue(np.random.default_rng(d.seed), d.products_per_category,
                                            d.instructions_per_product), tmp)
         w = cfg.env.webshop

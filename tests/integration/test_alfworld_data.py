@@ -28,6 +28,9 @@ def games(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_one_game_of_each_task_type_and_each_walkthrough_wins(games: Path) -> None:
     files = G.game_files(str(games))
     assert len(files) == 6
+    plain = games.parent / "plain"
+    plain.mkdir()
+    assert games.stat().st_mode == plain.stat().st_mode  # published with a plain folder's mode
     kinds = sorted(Path(f).parent.parent.name.split("-")[0] for f in files)
     assert kinds == sorted(G.TASK_TYPES.values())
     env = G.make_play_env()

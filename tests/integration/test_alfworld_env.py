@@ -100,3 +100,34 @@ def test_train_and_evaluate_on_generated_games(alfworld_games: Path, tmp_path: P
     with pytest.raises(ConfigError, match=r"env\.alfworld\.data_path: .*nowhere/train: no such folder"):
         train(bad, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_memoized_engine_plays_exactly_as_the_original(alfworld_games: Path) -> None:
+    # cache.py memoizes fast-downward's translation and the grammar's parses: every
+    # observation, admissible command and win along each walkthrough, reset twice (the
+    # second from the memo), equals the engine without the memos
+    from mage_core.envs.alfworld import cache
+    from mage_core.envs.alfworld.generate import make_play_env
+
+    def trace(engine, gamefile: str) -> list:
+        engine.load(gamefile)
+        out = []
+        for _ in range(2):
+            state = engine.reset()
+            steps = [(state["feedback"], state["admissible_commands"], state["won"])]
+            for command in E.walkthrough(gamefile):
+                state, _, _ = engine.step(command)
+                steps.append((state["feedback"], state["admissible_commands"], state["won"]))
+            out.append(steps)
+        return out
+
+    engine = make_play_env()
+    games = sorted(E.split_games(str(alfworld_games), "train"))[:2]
+    cache.uninstall()
+    try:
+        original = [trace(engine, g) for g in games]
+    finally:
+        cache.install()
+    memoized = [trace(engine, g) for g in games]
+    assert memoized == original
+    assert all(steps[-1][2] for per_game in memoized for steps in per_game)  # every walkthrough wins

@@ -187,6 +187,9 @@ def test_save_and_load_round_trip(tok, tmp_path: Path) -> None:
     save_policy(model, tok, target)
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(target))
     assert os.listdir(tmp_path) == ["policy"]  # no staging folders left behind
+    made = tmp_path / "plain"
+    made.mkdir()
+    assert target.stat().st_mode == made.stat().st_mode  # a plain folder's mode, not mkdtemp's 0700
     loaded, loaded_tok = load_policy(target)
     assert type(loaded) is Qwen3ForCausalLM and not loaded.training
     assert loaded_tok.get_vocab() == tok.get_vocab()

@@ -27,14 +27,46 @@ def test_bm25_ranks_the_note_sharing_the_rare_term_first() -> None:
 
 def test_a_new_note_links_to_its_two_most_similar_notes_and_recall_follows_links() -> None:
     bank = MemoryBank("notes", k=1)
-    bank.add_note("red shirt large")          # 0
-    bank.add_note("blue mug small")           # 1: links to 0 (the only note)
-    bank.add_note("red shirt small cotton")   # 2: links to 0 (red shirt) then 1 (small)
-    assert bank.entries[1].links == [0]
-    assert bank.entries[2].links == [0, 1]
+    for text in ("red shirt large", "blue mug small", "red shirt small cotton"):
+        bank.add_note(text)
+        bank.commit()  # one note per batch: each links to every earlier note it can
+    assert bank.entries[1].links == [0]  # the only earlier note
+    assert bank.entries[2].links == [0, 1]  # red shirt, then small
     # k = 1: the best note, then its links; at most 2k = 2 notes in all
     assert bank.recall("cotton") == ["red shirt small cotton", "red shirt large"]
     assert MemoryBank("notes", k=3).recall("anything") == []
+
+
+def test_notes_of_one_batch_link_to_earlier_batches_not_to_each_other() -> None:
+    bank = MemoryBank("notes", k=2)
+    bank.add_note("red shirt large")
+    assert bank.recall("shirt") == ["red shirt large"]  # the recall commits the first batch
+    bank.add_note("red shirt small")  # two episodes that ended on the same turn
+    bank.add_note("red shirt cotton")
+    assert len(bank) == 3 and len(bank.entries) == 1  # written, not yet retrievable
+    bank.commit()
+    assert [e.links for e in bank.entries] == [[], [0], [0]]
+
+
+def test_top_k_matches_a_full_sort_of_rank_bm25_scores_with_ties_to_the_newest() -> None:
+    # an independent BM25+ (rank_bm25, the formula with the same k1, b and delta) fully
+    # sorted, against the bank's linear top-k, on a corpus with many exact duplicates
+    import random
+
+    import numpy as np
+    from rank_bm25 import BM25Plus
+
+    rng = random.Random(0)
+    words = ["king", "queen", "jack", "bet", "pass", "fold", "call"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    bank = MemoryBank("cases", k=5)
+    bank.add_cases([(t, "a") for t in texts], "failure")
+    bank.commit()
+    reference = BM25Plus([terms(t) for t in texts], k1=1.5, b=0.75, delta=1.0)
+    for query in ["king bet", "fold", "queen queen call", "nothing known"]:
+        scores = np.asarray(reference.get_scores(terms(query)))
+        expected = sorted(range(len(texts)), key=lambda i: (-round(scores[i], 9), -i))[:5]
+        assert bank._top(query, 5) == expected, query
 
 
 def test_cases_keep_state_action_and_outcome_and_ties_go_to_the_newest() -> None:

@@ -143,3 +143,21 @@ def test_a_bad_profile_is_reported_with_its_key() -> None:
     bad = {**DATA, "reproduce": {**DATA["reproduce"], "profiles": {"paper_kuhn_poker": {"train.ppo_epochs": 0}}}}
     with pytest.raises(ConfigError, match="train.ppo_epochs"):
         run_settings(bad, "hand-built")
+
+
+def test_an_evaluation_only_baseline_shows_no_training_budget_and_its_training_keys_unused() -> None:
+    trained = parse_config({"env": {"name": "kuhn_poker"}, "train": {"iterations": 3, "ppo_epochs": 2}})
+    react = parse_config({"env": {"name": "kuhn_poker"}, "algorithm": {"preset": "react"},
+                          "train": {"iterations": 3, "ppo_epochs": 2}, "policy": {"max_new_tokens": 64}})
+    paper = {"env": {"name": "kuhn_poker"}, "train": {"iterations": 150, "ppo_epochs": 1},
+             "policy": {"max_new_tokens": 4096}}
+    settings = {"k-mage": describe(trained, parse_config(paper), "paper_kuhn_poker"),
+                "k-react": describe(react, parse_config({**paper, "algorithm": {"preset": "react"}}),
+                                    "paper_kuhn_poker")}
+    assert (settings["k-mage"].trained, settings["k-react"].trained) == (True, False)
+    lines = settings_markdown(settings, {"kuhn_poker": "Kuhn Poker"}).splitlines()
+    row = next(line for line in lines if line.startswith("| `k-react` |"))
+    assert "| none: evaluation only, the model as given | 500 per (opponent, seat), once (nothing to select from) |" in row
+    assert "| `train.iterations` | 150 | 3 | unused |" in lines
+    assert "| `train.ppo_epochs` | 1 | 2 | unused |" in lines
+    assert "| `policy.max_new_tokens` | 4096 | 48 | 64 |" in lines  # a key the baseline does use

@@ -470,6 +470,8 @@ def test_partial_credit_option(catalogue):
 def test_cli_generate_and_check(tmp_path, capsys):
     assert main(["webshop", "generate", "--out", str(tmp_path / "c"), "--products-per-category", "5",
                  "--instructions-per-product", "2"]) == 0
+    (tmp_path / "plain").mkdir()
+    assert (tmp_path / "c").stat().st_mode == (tmp_path / "plain").stat().st_mode  # not TemporaryDirectory's 0700
     assert main(["webshop", "check", str(tmp_path / "c"), "--num-eval", "20"]) == 0
     out = capsys.readouterr().out
     assert "20/20" in out and "products" in out

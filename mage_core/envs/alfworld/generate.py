@@ -433,24 +433,6 @@ def make_expert_env():
     return AlfredExpert(env, expert_type="handcoded")
 
 
-def make_planner_env():
-    """alfworld's other expert: fast-downward on the full PDDL state (optimal, omniscient).
-    state["extra.expert_plan"] is the whole remaining plan, recomputed at every step."""
-    import textworld
-    from textworld.envs import PddlEnv
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
-
-    request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-    env = AlfredInfos(AlfredDemangler(PddlEnv(request_infos), shuffle=False))
-    return AlfredExpert(env, expert_type="planner")
-
-
-def planner_walkthrough(env, gamefile: str):
-    """Optimal plan from the initial state (one fast-downward call at reset)."""
-    env.load(gamefile)
-    return list(env.reset()["extra.expert_plan"])
-
-
 def expert_walkthrough(env, gamefile: str, max_steps: int = 200, seed: int = 0):
     """Follow the hand-coded expert to the end (alfworld-generate's is_solvable, with a step
     cap). Returns (commands, won, error)."""
@@ -478,13 +460,12 @@ def game_dir_name(traj_data: dict) -> str:
     return "%s-%s-None-%s-%d" % (traj_data["task_type"], p["object_target"], recep, traj_data["scene"]["scene_num"])
 
 
-def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=None, planner_env=None,
+def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=None,
                   max_tries: int = 10, max_expert_steps: int = 200, **kwargs):
     """Write one solvable game for (floor plan, task type). Returns (game_dir, info) or (None, info).
 
     The game is kept only if the hand-coded expert wins it within max_expert_steps; its
-    commands are stored as the game's walkthrough (as alfworld-generate does). With
-    planner_env, the optimal plan length is stored too ("planner_walkthrough")."""
+    commands are stored as the game's walkthrough (as alfworld-generate does)."""
     patch_handcoded_expert_move_command()
     env = env or make_expert_env()
     fp = FloorPlan.load(scene_num)
@@ -504,14 +485,10 @@ def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=
         gamedata = json.load(open(gamefile))
         gamedata["walkthrough"] = commands if won else None
         gamedata["solvable"] = bool(won)
-        plan = planner_walkthrough(planner_env, gamefile) if (won and planner_env is not None) else None
-        if plan is not None:
-            gamedata["planner_walkthrough"] = plan
         json.dump(gamedata, open(gamefile, "w"))
         attempts.append({"dir": out_dir, "won": won, "steps": len(commands), "error": err})
         if won:
-            return out_dir, {"attempts": attempts, "params": params, "expert_steps": len(commands),
-                             "planner_steps": None if plan is None else len(plan)}
+            return out_dir, {"attempts": attempts, "params": params, "expert_steps": len(commands)}
         # Keep failed attempts out of the dataset folder (AlfredTWEnv also skips solvable=False).
         for name in ("game.tw-pddl", "traj_data.json", "initial_state.pddl"):
             os.remove(pjoin(out_dir, name))
@@ -585,11 +562,15 @@ def game_files(root: str) -> list:
 
 
 def make_play_env():
-    """TextWorld's PDDL engine with ALFWorld's wrappers and no expert: what an agent plays."""
+    """TextWorld's PDDL engine with ALFWorld's wrappers and no expert: what an agent plays
+    (its translation and template parses memoized: cache.py)."""
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     from textworld.envs import PddlEnv
 
+    from mage_core.envs.alfworld import cache
+
+    cache.install()
     return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True,
                                                                   extras=["gamefile"])), shuffle=False))
 
