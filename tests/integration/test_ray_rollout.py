@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -163,3 +164,22 @@ def test_workers_that_cannot_get_cpus_fail_with_the_reason(ray_local: None) -> N
     with pytest.raises(RuntimeError, match=r"0 of 2 Ray rollout workers started within 1 s; they need 16 CPUs"):
         RayRolloutPool(2, trainer.generator, policy.codec, trainer.game,  # type: ignore[arg-type]
                        trainer.cfg.opponents.settings(), cpus_per_worker=8, start_timeout_s=1.0)
+
+
+def test_alfworld_evaluation_on_two_workers_equals_in_process(ray_local: None, alfworld_games: Path,
+                                                              tmp_path: Path) -> None:
+    # an AlfWorldEnv holds fast-downward's library through ctypes: a finished meta-episode comes
+    # back from a worker without its engine (it pickled before that only raised)
+    pytest.importorskip("alfworld")
+    from mage_core.stages.train import build_policy
+
+    def cfg(workers: int):
+        return parse_config({"env": {"name": "alfworld", "alfworld": {"data_path": str(alfworld_games)}},
+                             "rollout": {"restart": "same", "workers": workers}, "tournament": {"matches": []},
+                             "tracking": {"mlflow": False}, "train": {"num_threads": 1}})
+
+    build_policy(cfg(0), tmp_path)
+    metrics = {w: evaluate(cfg(w), tmp_path / "policy-init", tmp_path / f"eval{w}", "in_domain", 4) for w in (0, 2)}
+    assert metrics[2] == metrics[0] and metrics[0]["eval/in_domain/all/num_meta_episodes"] == 4
+    trials = {w: pd.read_parquet(tmp_path / f"eval{w}" / "trials.parquet") for w in (0, 2)}
+    assert trials[2].equals(trials[0]) and len(trials[0]) == 4 * 3

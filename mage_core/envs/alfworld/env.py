@@ -113,20 +113,34 @@ class AlfWorldEnv:
         self.task = ""
         self._feedback, self._turn, self._done, self._won = "", 0, False, False
 
+    # ------------------------------------------------------------------ pickling
+    def __getstate__(self) -> dict:
+        """A finished meta-episode goes back from a Ray rollout worker pickled; the engine
+        (fast-downward's library, loaded through ctypes) cannot be, and stays there."""
+        state = self.__dict__.copy()
+        state["_engine"] = None
+        return state
+
+    def _live_engine(self):
+        if self._engine is None:
+            raise RuntimeError("this AlfWorldEnv came back from a rollout worker without its engine: "
+                               "it can be read, not played (set_game/restart/step need a new AlfWorldEnv)")
+        return self._engine
+
     # ------------------------------------------------------------------ life cycle
     def reset(self) -> None:
         self.set_game(self.games[int(self._rng.integers(len(self.games)))])
 
     def set_game(self, gamefile: str) -> None:
         """Start an episode on a given game file."""
-        self._engine.load(gamefile)
+        self._live_engine().load(gamefile)
         self.game = gamefile
         self.restart()
 
     def restart(self) -> None:
         if self.game is None:
             raise RuntimeError("AlfWorldEnv.restart() before reset()")
-        self._state = self._engine.reset()
+        self._state = self._live_engine().reset()
         match = _TASK.search(self._state["feedback"])
         self.task = match.group(1).strip() if match else ""
         self._feedback = self._state["feedback"].strip()
@@ -199,7 +213,7 @@ class AlfWorldEnv:
         if invalid:
             self._feedback = NOTHING_HAPPENS
         else:
-            self._state, _, _ = self._engine.step(action)
+            self._state, _, _ = self._live_engine().step(action)
             self._feedback = self._state["feedback"].strip()
             if self._state["won"]:
                 self._won = True
