@@ -24,7 +24,7 @@ run: setup
 	$(VENV)/bin/mage validate
 	$(VENV)/bin/mage reproduce
 
-## smoke: the same pipeline on the smoke profile, in its own workspace (~2 min)
+## smoke: the same pipeline on the smoke profile, in its own workspace (~1.5 min)
 smoke: setup
 	$(VENV)/bin/mage reproduce --profile smoke
 
