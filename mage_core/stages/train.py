@@ -184,7 +184,7 @@ def make_engine(cfg: Config, model: Any) -> Any:
     t, b = cfg.train, cfg.backend
     common = dict(learning_rate=t.learning_rate, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
                   max_tokens_per_micro_batch=t.max_tokens_per_micro_batch,
-                  reference_model="copy" if t.kl_coef > 0 else None)
+                  reference_model="copy" if t.kl_coef > 0 else None, logits_chunk_tokens=b.logits_chunk_tokens)
     if b.engine == "deepspeed":
         from mage_core.backends.deepspeed_engine import DeepSpeedEngine
 

@@ -199,6 +199,7 @@ class BackendConfig(Strict):
     offload_optimizer: bool = False
     micro_batch_size: PositiveInt = 8
     gradient_checkpointing: bool = False
+    logits_chunk_tokens: NonNegativeInt = 0
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
     openai: OpenAIEndpointConfig = OpenAIEndpointConfig()
 

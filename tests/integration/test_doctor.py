@@ -86,7 +86,13 @@ def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> Non
     assert "ZeRO stage 2, bf16, 8 device(s), micro-batch 8 x 8192 tokens" in out
     # 2P bytes of bf16 weights (P = 4,022,468,096), 12P/8 of fp32 optimizer state (tests/unit/test_memory.py).
     assert re.search(r"weights\s+7\.49 GiB", out) and re.search(r"optimizer\s+5\.62 GiB", out)
-    assert "training step: 93.7 GiB against an H100 80 GiB (no GPU visible here): does not fit" in out
+    # Logits 1024 positions at a time (backend.logits_chunk_tokens): 1024 x 151936 x 14 bytes.
+    assert re.search(r"logits \(chunks of 1024\)\s+2\.03 GiB", out)
+    assert "training step: 40.1 GiB against an H100 80 GiB (no GPU visible here): fits" in out
+    dense = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.logits_chunk_tokens=0")
+    # 8 rows x 4096 response positions at once: 64.91 GiB of logits.
+    assert re.search(r"logits \(dense\)\s+64\.91 GiB", dense.stdout)
+    assert "training step: 103.0 GiB against an H100 80 GiB (no GPU visible here): does not fit" in dense.stdout
 
 
 def test_training_with_a_backend_not_built_stops_before_writing(project: Path) -> None:
