@@ -520,13 +520,19 @@ class TorchEngine:
         model = self._model(policy)
         logps: list[torch.Tensor | None] = [None] * len(samples)
         entropies: list[torch.Tensor | None] = [None] * len(samples)
-        for batch in micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes):
+        batches = micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes)
+        for k in range(self._forward_passes(len(batches), policy)):
+            # A pass beyond this rank's micro-batches keeps step with a rank that has more
+            # (ZeRO-3 gathers the weights collectively at every forward); its result is dropped.
+            batch = batches[k] if k < len(batches) else batches[0]
             lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy, self.pack_prefixes,
                                        self.logits_chunk_tokens)
-            for k, i in enumerate(batch):
-                logps[i] = lp[k].detach().cpu()
+            if k >= len(batches):
+                continue
+            for j, i in enumerate(batch):
+                logps[i] = lp[j].detach().cpu()
                 if ent is not None:
-                    entropies[i] = ent[k].detach().cpu()
+                    entropies[i] = ent[j].detach().cpu()
         return logps, (entropies if with_entropy else None)  # type: ignore[return-value]
 
     def logprobs(self, samples: Sequence[Sample], policy: str = "current") -> list[torch.Tensor]:
@@ -616,6 +622,11 @@ class TorchEngine:
         else:  # as verl: a non-finite gradient would poison AdamW's moments
             self.num_skipped_steps += 1
         return {**sums, "grad_norm": grad_norm, "num_tokens": float(total), "skipped": float(not applied)}
+
+    def _forward_passes(self, num_micro_batches: int, policy: str) -> int:
+        """Forward passes ``score_samples`` runs for this many micro-batches: as many
+        (one process; a sharded-weights engine agrees on the most across ranks)."""
+        return num_micro_batches
 
     def _gradient_plan(self, num_micro_batches: int, num_tokens: int) -> tuple[int, float]:
         """(backward passes to run, factor on each micro-batch's loss). One process:

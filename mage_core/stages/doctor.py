@@ -51,13 +51,6 @@ def check_backends(cfg: Config) -> list[Finding]:
                                INSTALL.get(name, f"pip install {package}")))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
-    if cfg.backend.gpus > 1:
-        out.append(Finding(False, f"backend.gpus {cfg.backend.gpus}: the train stage runs on one GPU "
-                                  "(data-parallel training over several GPUs is not built)",
-                           "use backend.gpus: 1 (and scale rollouts out with rollout.workers on Ray)"))
-    if cfg.backend.engine == "deepspeed" and cfg.backend.zero_stage == 3:
-        out.append(Finding(False, "backend.zero_stage 3: sharded weights are not built in the DeepSpeed engine",
-                           "use backend.zero_stage 2 (and backend.offload_optimizer if memory is short)"))
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is None:
         out.append(Finding(False, "RAY_ADDRESS is set but ray is not installed", "pip install -e '.[pipeline]'"))
     return out
