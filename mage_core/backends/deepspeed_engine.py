@@ -183,7 +183,7 @@ class DeepSpeedEngine(TorchEngine):
 
         if not self.sharded_weights:
             return contextlib.nullcontext()
-        from deepspeed.zero import GatheredParameters
+        from deepspeed.runtime.zero.partition_parameters import GatheredParameters
 
         return GatheredParameters(list(self.model.parameters()), modifier_rank=None)
 
@@ -307,14 +307,17 @@ class DeepSpeedEngine(TorchEngine):
             loaded = dict(state)
             loaded["optimizer"] = None  # loaded below, after the weights
             self._load_weights_and_counters(loaded)
-            self.optimizer.load_state_dict([optimizer], load_optimizer_states=True, load_from_fp32_weights=True)
+            # ZeRO reads the entry of its own rank from a list of every rank's state.
+            per_rank: list[Any] = [None] * world
+            per_rank[torch.distributed.get_rank()] = optimizer
+            self.optimizer.load_state_dict(per_rank, load_optimizer_states=True, load_from_fp32_weights=True)
         else:
             self._load_weights_and_counters(state)
             self.optimizer.load_state_dict(optimizer)
 
     def _load_weights_and_counters(self, state: Mapping[str, Any]) -> None:
         if self.sharded_weights:  # every rank loads the same whole weights, then keeps its slices
-            from deepspeed.zero import GatheredParameters
+            from deepspeed.runtime.zero.partition_parameters import GatheredParameters
 
             with GatheredParameters(list(self.model.parameters()), modifier_rank=0):
                 if torch.distributed.get_rank() == 0:

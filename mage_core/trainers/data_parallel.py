@@ -24,9 +24,7 @@ The work is split, the results are shared:
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 import sys
 from dataclasses import dataclass
 from typing import Any, Sequence, TypeVar
@@ -76,8 +74,8 @@ class Ranks:
         if not self.distributed:
             return list(local)
         parts: list[Any] = [None] * self.world
-        torch.distributed.all_gather_object(parts, _dumps(list(local)))
-        return [item for part in parts for item in _loads(part)]
+        torch.distributed.all_gather_object(parts, list(local))  # pickled
+        return [item for part in parts for item in part]
 
     def gather_to_main(self, value: Any) -> list[Any] | None:
         """Every rank's ``value`` on rank 0 (in rank order); None on the others."""
@@ -121,19 +119,6 @@ class Ranks:
         out.update({k: float(values[i]) / total for i, k in enumerate(keys)})
         out["num_tokens"] = total
         return out
-
-
-def _dumps(value: Any) -> bytes:
-    """Pickled with cloudpickle (a meta-episode may hold closures, as the Ray
-    workers' results do), as bytes, so that ``all_gather_object`` pickles a plain
-    bytes object."""
-    import cloudpickle
-
-    return cloudpickle.dumps(value)
-
-
-def _loads(data: bytes) -> Any:
-    return pickle.load(io.BytesIO(data))
 
 
 def launched_world() -> int:

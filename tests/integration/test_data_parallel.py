@@ -63,8 +63,9 @@ def final_weights(out: Path) -> dict[str, torch.Tensor]:
 
 
 def iteration_lines(out: Path) -> list[dict[str, Any]]:
+    """The per-iteration lines of a run's metrics.jsonl: {"step": n, "train/...": value, ...}."""
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [line for line in lines if "metrics" in line and any(k.startswith("train/") for k in line["metrics"])]
+    return [line for line in lines if "step" in line and any(k.startswith("train/") for k in line)]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "run"
 
 
-@pytest.mark.parametrize(("ranks", "zero_stage"), [(2, 2), (3, 1)])
+@pytest.mark.parametrize(("ranks", "zero_stage"), [(2, 2), (3, 3)])
 def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path, one_process: Path, ranks: int,
                                                                   zero_stage: int) -> None:
     write_params(tmp_path, ranks=ranks, zero_stage=zero_stage)
@@ -88,14 +89,19 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
     lines, reference = iteration_lines(out), iteration_lines(one_process)
     assert [line["step"] for line in lines] == [1, 2, 3]
     assert [step for step, _ in CheckpointManager(out / "checkpoints").checkpoints()][-1] == 3
-    # The first iteration's rollout ran on the same weights: the same meta-episodes, exactly.
-    first = {k: v for k, v in lines[0]["metrics"].items() if k.startswith("train/rollout/")}
-    assert first and first == {k: v for k, v in reference[0]["metrics"].items() if k.startswith("train/rollout/")}
-    # Its loss terms are token means over the whole batch, combined from the ranks' shares.
-    for key in ("train/ppo/loss", "train/ppo/entropy", "train/ppo/num_tokens"):
-        assert lines[0]["metrics"][key] == pytest.approx(reference[0]["metrics"][key], rel=1e-5, abs=1e-7), key
+    for mine, theirs in zip(lines, reference):
+        assert mine.keys() == theirs.keys()
+        # The same meta-episodes, exactly: the rollouts' figures (sampling from weights that
+        # differ in the last bits picks the same actions here).
+        rollout = [k for k in mine if k.startswith(("train/rollout/", "train/batch/"))]
+        assert rollout and all(mine[k] == theirs[k] for k in rollout), mine["step"]
+        # The loss terms are token means over the whole batch, combined from the ranks' shares
+        # (measured: within 3e-7 relative).
+        for key in (k for k in mine if k.startswith("train/ppo/")):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), key
     a, b = final_weights(out), final_weights(one_process)
-    # 6 AdamW steps over ranks that sum gradients in another order than one process.
+    # 6 AdamW steps over ranks that sum gradients in another order than one process:
+    # measured 6.8e-6 at 2 ranks, against a move of the weights from their start of 6.4e-3.
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-4
     summary = json.loads((out / "summary.json").read_text())
     assert summary["iterations"] == 3
