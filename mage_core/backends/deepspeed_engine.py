@@ -220,6 +220,16 @@ class DeepSpeedEngine(TorchEngine):
         torch.distributed.all_reduce(tokens, op=torch.distributed.ReduceOp.SUM)
         return int(counts), world * num_tokens / float(tokens)
 
+    def _before_forward(self) -> None:
+        """What DeepSpeed's own ``engine.forward`` does first (the model is called
+        directly here, with the output layer's hook): tell the ZeRO optimizer a new
+        micro-batch starts. Without it ZeRO-3 copies each micro-batch's gradient over
+        the last one's instead of adding to it (measured: only the final micro-batch of
+        a mini-batch counted)."""
+        clear = getattr(self.optimizer, "clear_backward_seen_flag", None)
+        if clear is not None:
+            clear()
+
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         self.ds.set_gradient_accumulation_boundary(last)
         self.ds.backward(loss)

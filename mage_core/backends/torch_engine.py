@@ -594,6 +594,7 @@ class TorchEngine:
             real = k < len(batches)
             batch = batches[k] if real else batches[0]
             part = [samples[i] for i in batch]
+            self._before_forward()
             logp, entropy = evaluate_flat(self.model, part, with_entropy=True, pack_prefixes=self.pack_prefixes,
                                           logits_chunk=self.logits_chunk_tokens)  # [n_m] each
             assert entropy is not None
@@ -633,6 +634,9 @@ class TorchEngine:
         every micro-batch once, factor 1. Data-parallel engines agree on these
         across ranks (the DeepSpeed engine)."""
         return num_micro_batches, 1.0
+
+    def _before_forward(self) -> None:
+        """Bookkeeping before a training micro-batch's forward pass (none here)."""
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         """Accumulate one micro-batch's gradient (``last``: the mini-batch's final one)."""
