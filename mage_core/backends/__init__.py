@@ -35,17 +35,14 @@ class BackendUnavailable(ImportError):
     """A selected backend's package is not installed here (the message says how to install it)."""
 
 
-def require_built(generator: str, engine: str | None = None, zero_stage: int | None = None) -> None:
+def require_built(generator: str, engine: str | None = None) -> None:
     """Stop before any work, naming the params key, if a selected backend's package
-    is missing (BackendUnavailable, with the install command) or a setting is not built
-    (NotImplementedError). Looks packages up without importing them."""
+    is missing (BackendUnavailable, with the install command). Looks packages up
+    without importing them."""
     for key, name in (("backend.generator", generator), ("backend.engine", engine)):
         if name is not None and importlib.util.find_spec(PACKAGES[name]) is None:
             raise BackendUnavailable(f"{key}: {name} needs the package {PACKAGES[name]}, which is not installed "
                                      f"in this environment: {INSTALL.get(name, 'pip install ' + PACKAGES[name])}")
-    if engine == "deepspeed" and zero_stage == 3:
-        raise NotImplementedError("backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine: "
-                                  "weight sync and checkpoints need whole weights on every rank; use zero_stage 2")
 
 
 def generator_class(name: str) -> Any:

@@ -11,10 +11,17 @@ client optimizer; ``DeepSpeedCPUAdam`` when the optimizer state is offloaded).
 So on the same batches the two engines give the same parameters up to float
 rounding (``tests/integration/test_deepspeed_engine.py``).
 
-- ZeRO stages 0, 1 and 2 (params ``backend.zero_stage``): 1 shards the
-  optimizer state over the data-parallel ranks, 2 also the gradients. Stage 3
-  (sharded weights) is not built: the weight sync and checkpoints here read
-  whole weights on every rank, which stage 3 does not keep.
+- ZeRO stages 0-3 (params ``backend.zero_stage``): 1 shards the optimizer
+  state over the data-parallel ranks, 2 also the gradients, 3 also the weights.
+  At stage 3 a rank holds only its slice of every weight between forward
+  passes, so whatever reads whole weights gathers them with DeepSpeed's
+  ``GatheredParameters`` (a collective: every rank calls it): the weight sync
+  (``policy_state_dict``), checkpoints (the consolidated policy next to each
+  rank's optimizer shard) and ``best/``; a resume scatters the saved weights
+  back. Every forward pass gathers each layer's weights from all ranks, so
+  every rank runs as many passes as the rank with the most micro-batches,
+  scoring and training alike (``_forward_passes``, ``_gradient_plan``). The
+  frozen reference policy stays a whole copy on every rank.
 - Gradient accumulation is ours: DeepSpeed is told where the mini-batch ends
   (``set_gradient_accumulation_boundary``), so it reduces and steps once per
   mini-batch whatever the number of micro-batches.
@@ -47,7 +54,7 @@ import torch
 from mage_core.backends.torch_engine import TorchEngine
 
 #: ZeRO stages this engine supports (``backend.zero_stage``).
-ZERO_STAGES = (0, 1, 2)
+ZERO_STAGES = (0, 1, 2, 3)
 PRECISIONS = ("fp32", "bf16")
 # Entries of a ZeRO optimizer state_dict that ``torch.load(weights_only=True)``
 # refuses (Python objects) and that the live engine rebuilds: not saved.
@@ -120,15 +127,11 @@ class DeepSpeedEngine(TorchEngine):
         **kwargs: Any,
     ) -> None:
         if zero_stage not in ZERO_STAGES:
-            if zero_stage == 3:
-                raise NotImplementedError(
-                    "backend.zero_stage: 3 (sharded weights) is not built in the DeepSpeed engine: weight sync "
-                    "and checkpoints need whole weights on every rank; use zero_stage 2")
             raise ValueError(f"backend.zero_stage: must be one of {ZERO_STAGES}, got {zero_stage!r}")
         if precision not in PRECISIONS:
             raise ValueError(f"backend.precision: must be one of {PRECISIONS}, got {precision!r}")
         if offload_optimizer and zero_stage == 0:
-            raise ValueError("backend.offload_optimizer: needs backend.zero_stage 1 or 2")
+            raise ValueError("backend.offload_optimizer: needs backend.zero_stage 1, 2 or 3")
         if not isinstance(micro_batch_size, int) or micro_batch_size < 1:
             raise ValueError(f"backend.micro_batch_size: must be an int >= 1, got {micro_batch_size!r}")
         super().__init__(model, learning_rate, *args, **kwargs)
@@ -169,6 +172,38 @@ class DeepSpeedEngine(TorchEngine):
         self.zero_stage = zero_stage
         self.precision = precision
 
+    @property
+    def sharded_weights(self) -> bool:
+        """Whether a rank holds only slices of the weights (ZeRO-3)."""
+        return self.zero_stage == 3
+
+    def _gathered(self) -> Any:
+        """A context in which every weight of the policy is whole on every rank (collective)."""
+        import contextlib
+
+        if not self.sharded_weights:
+            return contextlib.nullcontext()
+        from deepspeed.runtime.zero.partition_parameters import GatheredParameters
+
+        return GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The policy weights. ZeRO-3: gathered whole (collective) and copied; else as
+        ``TorchEngine`` (live views)."""
+        if not self.sharded_weights:
+            return super().policy_state_dict()
+        with self._gathered():
+            return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def _forward_passes(self, num_micro_batches: int, policy: str) -> int:
+        """ZeRO-3 with several ranks: the most micro-batches any rank scores (the
+        reference policy is a whole local copy: no collective in its forward)."""
+        if not self.sharded_weights or policy != "current" or torch.distributed.get_world_size() == 1:
+            return num_micro_batches
+        count = torch.tensor([num_micro_batches], dtype=torch.long)
+        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
+        return int(count)
+
     # -- the hooks of TorchEngine.step ---------------------------------------------------------
 
     def _gradient_plan(self, num_micro_batches: int, num_tokens: int) -> tuple[int, float]:
@@ -184,6 +219,16 @@ class DeepSpeedEngine(TorchEngine):
         torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.MAX)
         torch.distributed.all_reduce(tokens, op=torch.distributed.ReduceOp.SUM)
         return int(counts), world * num_tokens / float(tokens)
+
+    def _before_forward(self) -> None:
+        """What DeepSpeed's own ``engine.forward`` does first (the model is called
+        directly here, with the output layer's hook): tell the ZeRO optimizer a new
+        micro-batch starts. Without it ZeRO-3 copies each micro-batch's gradient over
+        the last one's instead of adding to it (measured: only the final micro-batch of
+        a mini-batch counted)."""
+        clear = getattr(self.optimizer, "clear_backward_seen_flag", None)
+        if clear is not None:
+            clear()
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         self.ds.set_gradient_accumulation_boundary(last)
@@ -216,29 +261,52 @@ class DeepSpeedEngine(TorchEngine):
         return state
 
     def state_dict(self) -> dict[str, Any]:
-        """A snapshot (copies) of policy, reference, this rank's optimizer state and counters."""
+        """A snapshot (copies) of policy, reference, optimizer state and counters.
+
+        With several ranks this is collective (every rank must call it): each
+        rank's optimizer state (its ZeRO shard) is gathered on rank 0, whose state
+        holds them all under "optimizer" (a list in rank order, ``optimizer_shards``
+        true); the other ranks' state has None there (rank 0 alone saves)."""
+        optimizer = _snapshot(self._optimizer_state())
+        world = torch.distributed.get_world_size()
+        if world > 1:
+            from mage_core.trainers.data_parallel import Ranks
+
+            optimizer = Ranks.current().gather_to_main(optimizer)
         return {
-            "policy": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "policy": self.policy_state_dict() if self.sharded_weights else {
+                k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "reference": (None if self.reference is None
                           else {k: v.detach().clone() for k, v in self.reference.state_dict().items()}),
-            "optimizer": _snapshot(self._optimizer_state()),
+            "optimizer": optimizer,
+            "optimizer_shards": world > 1,
             "num_steps": self.num_steps,
             "num_skipped_steps": self.num_skipped_steps,
             "zero_stage": self.zero_stage,
-            "world_size": torch.distributed.get_world_size(),
+            "world_size": world,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a ``state_dict()`` written by a DeepSpeed engine of the same ZeRO
-        stage and data-parallel size."""
-        for key, mine in (("zero_stage", self.zero_stage), ("world_size", torch.distributed.get_world_size())):
+        stage and data-parallel size (ZeRO 1 and 2 shard the optimizer state over the
+        ranks; stage 0 keeps it whole on every rank, so it resumes on any count)."""
+        world = torch.distributed.get_world_size()
+        for key in ("zero_stage", "world_size"):
             if key not in state:
                 raise ValueError(f"DeepSpeedEngine.load_state_dict: the state has no {key!r}: it was not written "
                                  "by the DeepSpeed engine (backend.engine must match the checkpoint's)")
-            if state[key] != mine:
-                raise ValueError(f"DeepSpeedEngine.load_state_dict: the checkpoint has {key} {state[key]}, this "
-                                 f"engine {mine}; resume with the same backend settings")
-        optimizer = dict(state["optimizer"])
+        if state["zero_stage"] != self.zero_stage:
+            raise ValueError(f"DeepSpeedEngine.load_state_dict: the checkpoint has zero_stage {state['zero_stage']}, "
+                             f"this engine {self.zero_stage}; resume with backend.zero_stage: {state['zero_stage']}")
+        if state["world_size"] != world and self.zero_stage > 0:
+            raise ValueError(f"DeepSpeedEngine.load_state_dict: the checkpoint was written by {state['world_size']} "
+                             f"rank(s), this run has {world}: ZeRO stage {self.zero_stage} shards the optimizer "
+                             f"state over the ranks; resume with backend.ranks: {state['world_size']}")
+        optimizer = state["optimizer"]
+        if state.get("optimizer_shards"):
+            shards = list(optimizer)
+            optimizer = shards[torch.distributed.get_rank()] if self.zero_stage > 0 else shards[0]
+        optimizer = dict(optimizer)
         if hasattr(self.optimizer, "loss_scaler"):  # a ZeRO optimizer: put back what was left out
             live = self.optimizer.state_dict()
             for key in _REBUILT_KEYS:
@@ -249,13 +317,23 @@ class DeepSpeedEngine(TorchEngine):
             loaded = dict(state)
             loaded["optimizer"] = None  # loaded below, after the weights
             self._load_weights_and_counters(loaded)
-            self.optimizer.load_state_dict([optimizer], load_optimizer_states=True, load_from_fp32_weights=True)
+            # ZeRO reads the entry of its own rank from a list of every rank's state.
+            per_rank: list[Any] = [None] * world
+            per_rank[torch.distributed.get_rank()] = optimizer
+            self.optimizer.load_state_dict(per_rank, load_optimizer_states=True, load_from_fp32_weights=True)
         else:
             self._load_weights_and_counters(state)
             self.optimizer.load_state_dict(optimizer)
 
     def _load_weights_and_counters(self, state: Mapping[str, Any]) -> None:
-        self.model.load_state_dict(state["policy"])
+        if self.sharded_weights:  # every rank loads the same whole weights, then keeps its slices
+            from deepspeed.runtime.zero.partition_parameters import GatheredParameters
+
+            with GatheredParameters(list(self.model.parameters()), modifier_rank=0):
+                if torch.distributed.get_rank() == 0:
+                    self.model.load_state_dict(state["policy"])
+        else:
+            self.model.load_state_dict(state["policy"])
         reference = state.get("reference")
         if (reference is None) != (self.reference is None):
             raise ValueError("DeepSpeedEngine.load_state_dict: the checkpoint and this engine differ in having a "

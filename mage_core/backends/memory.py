@@ -16,8 +16,14 @@ Sources of the formulas:
   "Reducing Activation Recomputation", 2022, section 4); with full gradient
   checkpointing only each layer's 16-bit input is kept, plus one layer's
   activations while it is recomputed;
-- the logits of a micro-batch: ``b*s*V`` values in 16 bits plus their fp32
-  log-softmax (the dense upper bound: fused or chunked kernels need less);
+- the logits: only the positions whose next token is scored go through the
+  output layer (a free response's tokens, not its prompt's), so a micro-batch
+  has ``b*r`` queried positions (``r`` the response budget); each logit costs
+  14 bytes in bf16 (the layer's 16-bit output, its fp32 copy, the softmax of
+  the log-probability and entropy, and the gradient of the logits in the
+  backward pass; 12 in fp32, where there is no copy). Dense, all ``b*r`` rows
+  at once; chunked (``backend.logits_chunk_tokens`` = c), at most ``c`` rows at
+  once, forward or backward (``torch_engine.chunked_token_logprobs``);
 - the KV cache: 2 (keys, values) x layers x KV heads x head size x 2 bytes per token.
 """
 
@@ -82,10 +88,19 @@ class TrainingMemory:
         return self.weights + self.gradients + self.optimizer + self.reference + self.activations + self.logits
 
 
+def logit_bytes(precision: str) -> int:
+    """Bytes per logit value alive in a training step (module docstring)."""
+    return 2 + 4 + 4 + 4 if precision == "bf16" else 4 + 4 + 4
+
+
 def training_memory(shape: ModelShape, *, gpus: int, zero_stage: int, precision: str, offload_optimizer: bool,
                     micro_batch: int, seq_len: int, gradient_checkpointing: bool, flash_attention: bool,
-                    reference_model: bool) -> TrainingMemory:
-    """Bytes per GPU of a training step under ZeRO ``zero_stage`` (0 = plain data parallel)."""
+                    reference_model: bool, scored_positions: int | None = None,
+                    logits_chunk: int = 0) -> TrainingMemory:
+    """Bytes per GPU of a training step under ZeRO ``zero_stage`` (0 = plain data parallel).
+    ``scored_positions``: positions per row that go through the output layer (default
+    ``seq_len``); ``logits_chunk``: 0 for all of a micro-batch's at once, else at most
+    that many at once."""
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
     if precision not in ("bf16", "fp32"):
@@ -101,7 +116,10 @@ def training_memory(shape: ModelShape, *, gpus: int, zero_stage: int, precision:
     per_layer = s * b * h * (34 + (0 if flash_attention else 5 * shape.num_heads * s / h))
     activations = (shape.num_layers * 2 * s * b * h + per_layer) if gradient_checkpointing else (
         shape.num_layers * per_layer)
-    logits = b * s * shape.vocab_size * (2 + 4)
+    if logits_chunk < 0:
+        raise ValueError(f"logits_chunk must be >= 0, got {logits_chunk}")
+    rows = b * (s if scored_positions is None else scored_positions)
+    logits = (min(rows, logits_chunk) if logits_chunk else rows) * shape.vocab_size * logit_bytes(precision)
     return TrainingMemory(weights, gradients, 0.0 if offload_optimizer else optimizer,
                           optimizer if offload_optimizer else 0.0, reference, activations, logits)
 

@@ -274,14 +274,98 @@ def right_padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
     return torch.tensor([list(r) + [0] * (length - len(r)) for r in rows], dtype=torch.long)
 
 
+def chunked_token_logprobs(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor, q_pos: torch.Tensor,
+                           tok_q: torch.Tensor, tok_target: torch.Tensor, chunk: int,
+                           with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """What ``query_logits`` + log-softmax give, without the [Q, V] logits: the
+    log-probability of ``tok_target[t]`` at query ``tok_q[t]`` ([T]) and the
+    entropy at every query ([Q], or None), both in float32.
+
+    The queries go through the output layer ``chunk`` at a time; each chunk's
+    logits live only inside a ``torch.utils.checkpoint`` region that keeps its
+    input (the chunk's hidden states) and recomputes the logits in the backward
+    pass, so at most one chunk's logits (chunk x vocabulary) exist at once,
+    forward or backward. Exact: the same formulas per query (log p = z - logsumexp
+    z; entropy as ``entropy_from_logits``), equal to the dense path up to float
+    rounding (tests/unit/test_chunked_logprobs.py, values and gradients).
+
+    The chunks run inside the output layer's own call (its ``forward`` is swapped
+    for the call's duration), so a wrapper that gathers the layer's weights around
+    its call, such as DeepSpeed ZeRO-3, sees one ordinary call. The model's
+    ``logits`` output carries the packed results; a model that changes its logits
+    after the output layer (e.g. soft-capping) is refused, as its chunked values
+    would not be its own."""
+    if chunk < 1:
+        raise ValueError(f"chunked_token_logprobs: chunk must be >= 1, got {chunk}")
+    config = getattr(model, "config", None)
+    if getattr(config, "final_logit_softcapping", None):
+        raise ValueError(f"backend.logits_chunk_tokens: {type(model).__name__} soft-caps its logits after the "
+                         "output layer, which the chunked path does not apply; set backend.logits_chunk_tokens: 0")
+    get_head = getattr(model, "get_output_embeddings", None)
+    head = get_head() if get_head is not None else None
+    if head is None:
+        raise ValueError(f"backend.logits_chunk_tokens: {type(model).__name__} has no get_output_embeddings(); "
+                         "set backend.logits_chunk_tokens: 0")
+    num_queries, num_tokens_ = int(q_row.numel()), int(tok_q.numel())
+    starts = list(range(0, num_queries, chunk))
+    order = torch.argsort(tok_q, stable=True)  # tokens grouped by query, so by chunk
+    bounds = torch.searchsorted(tok_q[order], torch.tensor(starts + [num_queries], device=tok_q.device)).tolist()
+    inverse = torch.argsort(order)
+    original = head.forward
+
+    def stats(hidden: torch.Tensor, local_q: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        logits = original(hidden).float()  # [c, V]: the only logits alive at a time
+        lse = torch.logsumexp(logits, dim=-1)  # [c]
+        logp = logits[local_q, targets] - lse[local_q]  # [t]
+        if not with_entropy:
+            return (logp,)
+        return logp, entropy_from_logits(logits)
+
+    def forward(hidden: torch.Tensor) -> torch.Tensor:
+        if tuple(hidden.shape[:2]) != tuple(ids.shape):
+            raise RuntimeError(f"chunked_token_logprobs: the output layer of {type(model).__name__} got hidden "
+                               f"states of shape {tuple(hidden.shape)}, expected ({ids.shape[0]}, {ids.shape[1]}, "
+                               "hidden); set backend.logits_chunk_tokens: 0 for this model")
+        queried = hidden[q_row, q_pos]  # [Q, H]
+        logps, entropies = [], []
+        for c, start in enumerate(starts):
+            sel = order[bounds[c]: bounds[c + 1]]
+            args = (queried[start: start + chunk], tok_q[sel] - start, tok_target[sel])
+            if torch.is_grad_enabled() and queried.requires_grad:
+                out = torch.utils.checkpoint.checkpoint(stats, *args, use_reentrant=False)
+            else:
+                out = stats(*args)
+            logps.append(out[0])
+            if with_entropy:
+                entropies.append(out[1])
+        packed = torch.cat(logps)[inverse] if num_tokens_ else queried.new_zeros(0, dtype=torch.float32)
+        if with_entropy:
+            packed = torch.cat([packed, torch.cat(entropies)])
+        return packed.unsqueeze(0)
+
+    head.forward = forward  # type: ignore[method-assign]
+    try:
+        out = model(input_ids=ids, use_cache=False)
+    finally:
+        del head.forward  # back to the class's forward
+    packed = out.logits[0]
+    if tuple(packed.shape) != (num_tokens_ + (num_queries if with_entropy else 0),):
+        raise RuntimeError(f"chunked_token_logprobs: {type(model).__name__} changed the output layer's result "
+                           f"(shape {tuple(out.logits.shape)}); set backend.logits_chunk_tokens: 0 for this model")
+    return packed[:num_tokens_], (packed[num_tokens_:] if with_entropy else None)
+
+
 def evaluate_flat(
-    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True,
+    logits_chunk: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One forward pass over a micro-batch: the log-probs (and entropies) of every
     sample's tokens, flat in sample order: [sum of num_tokens(s)] each (a free
     sample's response tokens, one entry per constrained sample). Differentiable
     (call under ``torch.no_grad()`` to score). Computed in float32 whatever the
-    model's dtype. ``pack_prefixes``: see the module docstring.
+    model's dtype. ``pack_prefixes``: see the module docstring. ``logits_chunk``:
+    0 computes the queries' logits at once ([Q, V]); N > 0 N queries at a time
+    (``chunked_token_logprobs``: the same values, bounded memory).
 
     Flat, so that the loss of a mini-batch of thousands of one-token samples is
     a few tensor ops and its backward one gather, not a graph node per sample."""
@@ -290,16 +374,24 @@ def evaluate_flat(
     # No attention mask: with right padding and causal attention a real token
     # only ever attends to earlier, real tokens, so the mask would change nothing
     # we read, and without it torch takes its faster plain-causal path.
-    logits = query_logits(model, right_padded(plan.rows).to(device), torch.tensor(plan.q_row, device=device),
-                          torch.tensor(plan.q_pos, device=device)).float()  # [Q, V]
-    query_logp = torch.log_softmax(logits, dim=-1)  # [Q, V]
-    tok_logp = query_logp[torch.tensor(plan.tok_q, device=device),
-                          torch.tensor(plan.tok_target, device=device)]  # [T]
-
+    ids = right_padded(plan.rows).to(device)
+    q_row, q_pos = torch.tensor(plan.q_row, device=device), torch.tensor(plan.q_pos, device=device)
+    tok_q = torch.tensor(plan.tok_q, device=device, dtype=torch.long)
+    tok_target = torch.tensor(plan.tok_target, device=device, dtype=torch.long)
+    free_q = tok_q[: plan.cand_tok_start]
     free_entropy = None
-    if with_entropy:
-        free_q = torch.tensor(plan.tok_q[: plan.cand_tok_start], device=device, dtype=torch.long)
-        free_entropy = entropy_from_logits(logits[free_q])  # [T_free]
+    if logits_chunk > 0:
+        need_entropy = with_entropy and plan.cand_tok_start > 0
+        tok_logp, query_entropy = chunked_token_logprobs(model, ids, q_row, q_pos, tok_q, tok_target, logits_chunk,
+                                                         need_entropy)  # [T], [Q]
+        if with_entropy:
+            free_entropy = query_entropy[free_q] if query_entropy is not None else torch.zeros(0, device=device)
+    else:
+        logits = query_logits(model, ids, q_row, q_pos).float()  # [Q, V]
+        query_logp = torch.log_softmax(logits, dim=-1)  # [Q, V]
+        tok_logp = query_logp[tok_q, tok_target]  # [T]
+        if with_entropy:
+            free_entropy = entropy_from_logits(logits[free_q])  # [T_free]
 
     choice_logp = choice_entropy = torch.zeros(0, device=device)
     if plan.choices:
@@ -332,11 +424,12 @@ def evaluate_flat(
 
 
 def evaluate_samples(
-    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True
+    model: torch.nn.Module, samples: Sequence[Sample], with_entropy: bool = True, pack_prefixes: bool = True,
+    logits_chunk: int = 0,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """``evaluate_flat`` split per sample: free sample -> [len(response)] each;
     constrained sample -> [1] each."""
-    logp, entropy = evaluate_flat(model, samples, with_entropy, pack_prefixes)
+    logp, entropy = evaluate_flat(model, samples, with_entropy, pack_prefixes, logits_chunk)
     counts = [num_tokens(s) for s in samples]
     return list(logp.split(counts)), (list(entropy.split(counts)) if entropy is not None else None)
 
@@ -359,6 +452,9 @@ class TorchEngine:
     ``pack_prefixes``: read single-token constrained samples whose prompt is a
     prefix of another's from that longer row (module docstring); False gives
     every sample its own row(s) (same results up to float rounding).
+    ``logits_chunk_tokens``: 0 computes a micro-batch's logits at once; N > 0
+    N queried positions at a time (``chunked_token_logprobs``: the same values,
+    at most N x vocabulary logits in memory; ``backend.logits_chunk_tokens``).
     """
 
     def __init__(
@@ -371,6 +467,7 @@ class TorchEngine:
         max_tokens_per_micro_batch: int = 16384,
         reference_model: None | str | torch.nn.Module = None,
         pack_prefixes: bool = True,
+        logits_chunk_tokens: int = 0,
     ) -> None:
         if not learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
@@ -392,6 +489,9 @@ class TorchEngine:
         self.max_grad_norm = max_grad_norm
         self.max_tokens_per_micro_batch = max_tokens_per_micro_batch
         self.pack_prefixes = pack_prefixes
+        if not isinstance(logits_chunk_tokens, int) or logits_chunk_tokens < 0:
+            raise ValueError(f"logits_chunk_tokens must be an int >= 0 (0: all at once), got {logits_chunk_tokens!r}")
+        self.logits_chunk_tokens = logits_chunk_tokens
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=learning_rate, betas=betas,
                                            weight_decay=weight_decay)
@@ -420,12 +520,19 @@ class TorchEngine:
         model = self._model(policy)
         logps: list[torch.Tensor | None] = [None] * len(samples)
         entropies: list[torch.Tensor | None] = [None] * len(samples)
-        for batch in micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes):
-            lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy, self.pack_prefixes)
-            for k, i in enumerate(batch):
-                logps[i] = lp[k].detach().cpu()
+        batches = micro_batches(samples, self.max_tokens_per_micro_batch, self.pack_prefixes)
+        for k in range(self._forward_passes(len(batches), policy)):
+            # A pass beyond this rank's micro-batches keeps step with a rank that has more
+            # (ZeRO-3 gathers the weights collectively at every forward); its result is dropped.
+            batch = batches[k] if k < len(batches) else batches[0]
+            lp, ent = evaluate_samples(model, [samples[i] for i in batch], with_entropy, self.pack_prefixes,
+                                       self.logits_chunk_tokens)
+            if k >= len(batches):
+                continue
+            for j, i in enumerate(batch):
+                logps[i] = lp[j].detach().cpu()
                 if ent is not None:
-                    entropies[i] = ent[k].detach().cpu()
+                    entropies[i] = ent[j].detach().cpu()
         return logps, (entropies if with_entropy else None)  # type: ignore[return-value]
 
     def logprobs(self, samples: Sequence[Sample], policy: str = "current") -> list[torch.Tensor]:
@@ -487,8 +594,9 @@ class TorchEngine:
             real = k < len(batches)
             batch = batches[k] if real else batches[0]
             part = [samples[i] for i in batch]
-            logp, entropy = evaluate_flat(self.model, part, with_entropy=True,
-                                          pack_prefixes=self.pack_prefixes)  # [n_m] each
+            self._before_forward()
+            logp, entropy = evaluate_flat(self.model, part, with_entropy=True, pack_prefixes=self.pack_prefixes,
+                                          logits_chunk=self.logits_chunk_tokens)  # [n_m] each
             assert entropy is not None
             old = torch.cat([old_logprobs[i] for i in batch]).to(device, torch.float32)  # [n_m]
             adv = torch.tensor([samples[i].advantage for i in batch], dtype=torch.float32).repeat_interleave(
@@ -516,11 +624,19 @@ class TorchEngine:
             self.num_skipped_steps += 1
         return {**sums, "grad_norm": grad_norm, "num_tokens": float(total), "skipped": float(not applied)}
 
+    def _forward_passes(self, num_micro_batches: int, policy: str) -> int:
+        """Forward passes ``score_samples`` runs for this many micro-batches: as many
+        (one process; a sharded-weights engine agrees on the most across ranks)."""
+        return num_micro_batches
+
     def _gradient_plan(self, num_micro_batches: int, num_tokens: int) -> tuple[int, float]:
         """(backward passes to run, factor on each micro-batch's loss). One process:
         every micro-batch once, factor 1. Data-parallel engines agree on these
         across ranks (the DeepSpeed engine)."""
         return num_micro_batches, 1.0
+
+    def _before_forward(self) -> None:
+        """Bookkeeping before a training micro-batch's forward pass (none here)."""
 
     def _backward(self, loss: torch.Tensor, last: bool) -> None:
         """Accumulate one micro-batch's gradient (``last``: the mini-batch's final one)."""

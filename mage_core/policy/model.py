@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from transformers import (
@@ -103,8 +103,11 @@ def build_tiny_qwen3(
     return model.to(torch.float32).eval()
 
 
-def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.PathLike[str]) -> Path:
+def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.PathLike[str],
+                state_dict: Mapping[str, torch.Tensor] | None = None) -> Path:
     """Write model (safetensors) and tokenizer to ``directory``, atomically.
+    ``state_dict``: the weights to write instead of the model's own (whole weights
+    gathered from a ZeRO-3 engine, whose model holds only slices).
 
     Everything is written to a temporary folder next to the target, which is then
     renamed into place; an existing ``directory`` is replaced only once the new
@@ -114,7 +117,10 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_dir(target.parent, f".{target.name}.tmp-")
     try:
-        model.save_pretrained(staging, safe_serialization=True)
+        if state_dict is None:
+            model.save_pretrained(staging, safe_serialization=True)
+        else:
+            model.save_pretrained(staging, safe_serialization=True, state_dict=dict(state_dict))
         tokenizer.save_pretrained(staging)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))

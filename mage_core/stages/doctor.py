@@ -51,13 +51,6 @@ def check_backends(cfg: Config) -> list[Finding]:
                                INSTALL.get(name, f"pip install {package}")))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
-    if cfg.backend.gpus > 1:
-        out.append(Finding(False, f"backend.gpus {cfg.backend.gpus}: the train stage runs on one GPU "
-                                  "(data-parallel training over several GPUs is not built)",
-                           "use backend.gpus: 1 (and scale rollouts out with rollout.workers on Ray)"))
-    if cfg.backend.engine == "deepspeed" and cfg.backend.zero_stage == 3:
-        out.append(Finding(False, "backend.zero_stage 3: sharded weights are not built in the DeepSpeed engine",
-                           "use backend.zero_stage 2 (and backend.offload_optimizer if memory is short)"))
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is None:
         out.append(Finding(False, "RAY_ADDRESS is set but ray is not installed", "pip install -e '.[pipeline]'"))
     return out
@@ -144,13 +137,15 @@ def memory_report(cfg: Config, config: dict[str, Any], gpus: list[tuple[str, int
     mem = training_memory(shape, gpus=n, zero_stage=b.zero_stage if b.engine == "deepspeed" else 0,
                           precision=b.precision, offload_optimizer=b.offload_optimizer, micro_batch=b.micro_batch_size,
                           seq_len=seq_len, gradient_checkpointing=b.gradient_checkpointing, flash_attention=b.gpus > 0,
-                          reference_model=cfg.train.kl_coef > 0)
+                          reference_model=cfg.train.kl_coef > 0, scored_positions=_scored_positions(cfg),
+                          logits_chunk=b.logits_chunk_tokens)
     where = (f"ZeRO stage {b.zero_stage}" if b.engine == "deepspeed" else "plain torch") + \
         f", {b.precision}, {n} device(s), micro-batch {b.micro_batch_size} x {seq_len} tokens"
     lines = [f"model: {shape.parameters() / 1e9:.3f} B parameters; training memory per device ({where}):"]
     for name, value in (("weights", mem.weights), ("gradients", mem.gradients), ("optimizer", mem.optimizer),
                         ("reference policy", mem.reference), ("activations", mem.activations),
-                        ("logits (dense bound)", mem.logits)):
+                        (f"logits ({f'chunks of {b.logits_chunk_tokens}' if b.logits_chunk_tokens else 'dense'})",
+                         mem.logits)):
         lines.append(f"  {name:<22} {value / GIB:8.2f} GiB")
     lines.append(f"  {'total':<22} {mem.gpu_total / GIB:8.2f} GiB"
                  + (f"  (+ {mem.optimizer_on_cpu / GIB:.2f} GiB optimizer in host memory)" if mem.optimizer_on_cpu
@@ -174,12 +169,19 @@ def memory_report(cfg: Config, config: dict[str, Any], gpus: list[tuple[str, int
         return lines, findings
     findings.append(Finding(fits, f"training step: {mem.gpu_total / GIB:.1f} GiB of {against}",
                             "" if fits else "raise backend.zero_stage or backend.gpus, turn on "
-                            "backend.gradient_checkpointing or backend.offload_optimizer, or lower "
-                            "backend.micro_batch_size"))
+                            "backend.gradient_checkpointing or backend.offload_optimizer, set "
+                            "backend.logits_chunk_tokens, or lower backend.micro_batch_size"))
     findings.append(Finding(seqs >= 1, f"rollout: {seqs:.0f} full-length sequence(s) per GPU in the KV cache",
                             "" if seqs >= 1 else "raise backend.gpu_memory_utilization or shorten "
                             "policy.max_new_tokens"))
     return lines, findings
+
+
+def _scored_positions(cfg: Config) -> int:
+    """Positions per row whose next token is scored: the response budget (free text),
+    or the whole row (constrained candidates can sit anywhere in a packed row)."""
+    env = getattr(cfg.env, cfg.env.name)
+    return env.max_response_tokens if cfg.policy.action_mode == "free" else _sequence_length(cfg)
 
 
 def _sequence_length(cfg: Config) -> int:

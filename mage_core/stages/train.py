@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Literal, Sequence
@@ -48,6 +49,7 @@ from mage_core.trainers.checkpoint import (
     restore_rng,
     unpack_engine_state,
 )
+from mage_core.trainers.data_parallel import Ranks, launch_command, launched_world
 from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline, selection_score
 
 console = Console()
@@ -55,14 +57,17 @@ console = Console()
 
 def config_digest(cfg: Config) -> str:
     """What must match for a checkpoint to be resumed: everything but the
-    run-length and bookkeeping knobs, and where rollouts run (in-process or on
-    Ray workers: the same meta-episodes either way)."""
+    run-length and bookkeeping knobs, where rollouts run (in-process or on Ray
+    workers: the same meta-episodes either way) and the number of ranks."""
     data = cfg.model_dump(mode="json")
     for key in ("iterations", "time_budget_minutes", "checkpoint_every", "keep_checkpoints", "eval_every",
                 "output_dir"):
         data["train"].pop(key, None)
     for key in ("workers", "ray_address"):
         data["rollout"].pop(key, None)
+    # The data-parallel ranks play and average the same batch: a run may resume on another
+    # count where the engine's state allows it (DeepSpeedEngine.load_state_dict says when not).
+    data["backend"].pop("ranks", None)
     data.pop("tournament", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -161,6 +166,7 @@ def make_codec(tokenizer: Any, policy: PolicyConfig | None = None) -> TokenCodec
 def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = False, iterations: int | None = None,
         time_budget_minutes: float | None = None, overrides: Sequence[str] = (), run: str | None = None) -> int:
     cfg = load_config(params, overrides, run)
+    overrides_given = list(overrides)
     overrides: dict[str, Any] = {}
     if iterations is not None:
         if iterations < 1:
@@ -173,9 +179,25 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
     if overrides:
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update=overrides)})
     out_dir = Path(out or cfg.train.output_dir)
+    ranks = cfg.backend.ranks
+    if ranks > 1 and launched_world() == 1:
+        # The stage launches its own ranks: the same command, as `ranks` processes under torchrun.
+        args = ["train", "--params", str(params), "--out", str(out_dir)]
+        args += {False: [], True: ["--resume"], "auto": ["--resume", "auto"]}[resume]
+        args += ["--iterations", str(iterations)] if iterations is not None else []
+        args += ["--time-budget", str(time_budget_minutes)] if time_budget_minutes is not None else []
+        args += ["--run", run] if run else []
+        for override in overrides_given:
+            args += ["--set", override]
+        check_data_parallel(cfg, ranks)  # before any process starts
+        stage_device(cfg)  # GPUs asked for and not there: now, not once per rank
+        command = launch_command(ranks, args)
+        console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
+        return subprocess.call(command)
     summary = train(cfg, out_dir, resume=resume)
-    console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} min; "
-                  f"outputs in {out_dir}")
+    if summary.get("rank", 0) == 0:
+        console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} "
+                      f"min; outputs in {out_dir}")
     return 0
 
 
@@ -184,7 +206,7 @@ def make_engine(cfg: Config, model: Any) -> Any:
     t, b = cfg.train, cfg.backend
     common = dict(learning_rate=t.learning_rate, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
                   max_tokens_per_micro_batch=t.max_tokens_per_micro_batch,
-                  reference_model="copy" if t.kl_coef > 0 else None)
+                  reference_model="copy" if t.kl_coef > 0 else None, logits_chunk_tokens=b.logits_chunk_tokens)
     if b.engine == "deepspeed":
         from mage_core.backends.deepspeed_engine import DeepSpeedEngine
 
@@ -246,6 +268,34 @@ def stage_device(cfg: Config) -> str:
     return "cuda"
 
 
+def check_data_parallel(cfg: Config, world: int) -> None:
+    """A run of ``world`` ranks: what must hold before any rank starts (ConfigError
+    naming the key and the fix)."""
+    if world == 1:
+        return
+    b, t, algo = cfg.backend, cfg.train, cfg.algorithm
+    problems = []
+    if b.engine != "deepspeed":
+        problems.append(f"backend.ranks {world}: data-parallel training runs on the DeepSpeed engine; set "
+                        "backend.engine: deepspeed")
+    if cfg.algorithm.agent != "trained":
+        problems.append(f"backend.ranks {world}: algorithm.agent {cfg.algorithm.agent} is never trained (and its "
+                        "memory bank lives in one process); set backend.ranks: 1")
+    batch = t.groups_per_iteration * algo.group_size
+    if batch % world:
+        problems.append(f"backend.ranks {world} does not divide the batch of train.groups_per_iteration x "
+                        f"algorithm.group_size = {t.groups_per_iteration} x {algo.group_size} = {batch} "
+                        f"meta-episodes; make it a multiple of {world}")
+    elif batch // t.mini_batches_per_epoch < world:
+        problems.append(f"train.mini_batches_per_epoch {t.mini_batches_per_epoch}: a mini-batch of {batch} / "
+                        f"{t.mini_batches_per_epoch} meta-episodes leaves some of the {world} ranks without one; "
+                        f"use at most {batch // world} mini-batches")
+    if b.gpus and world != b.gpus:
+        problems.append(f"backend.ranks {world} with backend.gpus {b.gpus}: one rank per GPU; make them equal")
+    if problems:
+        raise ConfigError("params", problems)
+
+
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
           stop_after: int | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
@@ -255,16 +305,17 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     after that many iterations of this call (tests use it to interrupt a run)."""
     from mage_core.backends import require_built
 
-    require_built(cfg.backend.generator, cfg.backend.engine, cfg.backend.zero_stage)  # before anything is written
+    require_built(cfg.backend.generator, cfg.backend.engine)  # before anything is written
     if cfg.backend.engine == "deepspeed":
         from mage_core.backends.deepspeed_engine import import_deepspeed
 
         import_deepspeed()  # a broken install fails now, before anything is written
-    if cfg.backend.gpus > 1:
-        raise NotImplementedError(
-            f"backend.gpus: {cfg.backend.gpus}: the train stage runs one process on one GPU; data-parallel "
-            "training over several GPUs (one rank per GPU, rollouts sharded over the ranks) is not built. "
-            "Set backend.gpus: 1, and scale rollouts with rollout.workers (Ray)")
+    world = launched_world()
+    if world != cfg.backend.ranks:
+        raise ConfigError("params", [f"backend.ranks {cfg.backend.ranks}, but the launcher started {world} "
+                                     f"process(es) (WORLD_SIZE); set backend.ranks: {world}, or run `mage train` "
+                                     "without a launcher (it launches its own ranks)"])
+    check_data_parallel(cfg, world)
     device = stage_device(cfg)  # no CUDA for backend.gpus: 1 fails now
     if cfg.backend.generator == "openai" and cfg.algorithm.agent == "trained":
         raise ConfigError("params", ["backend.generator: openai serves a fixed model for evaluation (no "
@@ -278,71 +329,64 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             raise ConfigError("params", ["train.select_on: exact_greedy needs env.name kuhn_poker and a population "
                                          "of deterministic opponents (the exact sum runs over the deals only); "
                                          "set train.select_on: sampled"])
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise NotImplementedError(
-            "train: launched as one of several ranks (WORLD_SIZE > 1), which the train stage does not support "
-            "yet: every rank would play the same rollouts and write the same folder. The DeepSpeed engine itself "
-            "is data parallel (tests/integration/test_deepspeed_engine.py runs 2 ranks under torchrun); scale "
-            "rollouts with rollout.workers (Ray) and run the stage as one process")
     from mage_core.stages.task_data import check_task_data
 
     check_task_data(cfg, "train")  # WebShop's catalogue: before anything is written
-    from mage_core.policy.model import save_policy
-
     import transformers
 
     transformers.utils.logging.disable_progress_bar()  # our own progress bar is the one to read
     torch.set_num_threads(cfg.train.num_threads)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ranks = join_ranks(world)
+    main = ranks.main  # rank 0 alone writes; the others read what it wrote
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
     digest, code = config_digest(cfg), code_digest()
-    latest = checkpoints.latest()
-    why = _not_resumable(checkpoints, latest, digest, code, cfg.train.iterations) if resume == "auto" else None
-    if why is not None:
-        # A pipeline re-run (DVC) after a change of params or code, or of a finished run
-        # whose outputs DVC wants again: the old run is not continued.
-        console.print(f"{out_dir}: {why}; starting afresh", soft_wrap=True)
-        for name in ("checkpoints", "policy-init", "best"):
-            shutil.rmtree(out_dir / name, ignore_errors=True)
-        for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
-            (out_dir / name).unlink(missing_ok=True)
-        checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
-        latest = None
-    if latest is not None and not resume:
-        raise ConfigError("command line", [
-            f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
-            "or choose another --out"])
-    if cfg.tracking.mlflow:
-        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
-    tokenizer, model = build_policy(cfg, out_dir)
+    problem, latest = None, None
+    if main:
+        try:
+            latest = _prepare_out_dir(out_dir, checkpoints, resume, digest, code, cfg)
+        except ConfigError as err:
+            problem = (err.source, err.problems)
+    problem = ranks.broadcast(problem)  # every rank stops with rank 0's error
+    if problem is not None:
+        raise ConfigError(*problem)
+    latest_name = ranks.broadcast(latest.name if main and latest is not None else None)
+    latest = checkpoints.directory / latest_name if latest_name is not None else None
+    if main:
+        tokenizer, model = build_policy(cfg, out_dir)  # writes policy-init/ on a fresh run
+    ranks.barrier()
+    if not main:
+        tokenizer, model = build_policy(cfg, out_dir)  # reads rank 0's policy-init/ (or model.path)
     model.to(device)
     t = cfg.train
     model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
     generator = make_generator(cfg, tokenizer, model_dir, model)
     engine = make_engine(cfg, model)
-    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
+    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy), ranks)
     state = TrainState()
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 1]))
     torch_rng = torch.Generator().manual_seed(cfg.seed)
     if resume and latest is not None:
-        step, tensors, saved, _ = checkpoints.load(expected_metadata={"config_digest": digest})
+        step, tensors, saved, _ = checkpoints.load(latest, expected_metadata={"config_digest": digest})
         engine.load_state_dict(unpack_engine_state(tensors, saved["engine"]))
         restore_rng(saved["rng"], numpy=rng, torch_generator=torch_rng)
         state = TrainState(iteration=step, best_score=saved["best_score"], best_iteration=saved["best_iteration"])
         trainer.load_policy_state(engine.policy_state_dict())
-        console.print(f"resumed from {latest} at iteration {step}")
+        if main:
+            console.print(f"resumed from {latest} at iteration {step}")
     mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
                                   run_name=f"train {cfg.env.name} {cfg.algorithm.preset}")
-                  if cfg.tracking.mlflow else None)
+                  if cfg.tracking.mlflow and main else None)
     continued = state.iteration > 0  # a resumed run appends to its log, cut back to the checkpoint
-    jsonl = JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if continued else None)
-    logger = StageTracker([jsonl] + ([mlflow_run] if mlflow_run is not None else []), mlflow_run)
+    jsonl = (JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if continued else None)
+             if main else None)
+    logger = StageTracker([x for x in (jsonl, mlflow_run) if x is not None], mlflow_run)
     params = {"config_digest": digest, **flatten(cfg.model_dump(mode="json"))}
-    if not continued:
+    if jsonl is not None and not continued:
         jsonl.log_params(params)
     if mlflow_run is not None:  # a resumed run is a new MLflow run, tagged with where it resumed
         mlflow_run.log_params(params)
-        mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration)})
+        mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration),
+                             "mage.ranks": str(ranks.world)})
     # A prompting or memory baseline (algorithm.agent) is never updated: its "training" is the
     # selection-set evaluation of the model as given, saved as best/ like any run's.
     planned = t.iterations if cfg.algorithm.agent == "trained" else 0
@@ -353,7 +397,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         last_eval: tuple[int, dict[str, float], list[Any]] = (-1, {}, [])
         columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"))
-        with Progress(*columns, console=console, transient=False) as progress:
+        with Progress(*columns, console=console, transient=False, disable=not main) as progress:
             task = progress.add_task(cfg.algorithm.preset, total=planned, completed=state.iteration, status="")
             while state.iteration < planned:
                 it = state.iteration
@@ -366,17 +410,19 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                     score = selection_score(eval_metrics, trainer.game, k, t.select_on)
                     if better(score, state.best_score, t.select_on):
                         state.best_score, state.best_iteration = score, state.iteration
-                        save_policy(model, tokenizer, out_dir / "best")  # the engine trains `model` in place
+                        save_best(engine, model, tokenizer, out_dir / "best", ranks)
                 logger.log_metrics(state.iteration, metrics)
-                over_budget = bool(t.time_budget_minutes) and time.monotonic() - started > 60 * t.time_budget_minutes
+                # Rank 0's clock decides for every rank (they must stop at the same iteration).
+                over_budget = ranks.broadcast(bool(t.time_budget_minutes)
+                                              and time.monotonic() - started > 60 * t.time_budget_minutes)
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
-                    _save(checkpoints, engine, state, rng, torch_rng, digest, code)
+                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks)
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1
                 if stop_after is not None and done_here >= stop_after:
                     logger.close("KILLED")
                     return {"interrupted": True, "iteration": state.iteration, "headline": float("nan")}
-                if over_budget:
+                if over_budget and main:
                     console.print(f"time budget of {t.time_budget_minutes} min reached at iteration "
                                   f"{state.iteration}")
                     break
@@ -384,11 +430,11 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         final, final_metas = (last_eval[1], last_eval[2]) if last_eval[0] == state.iteration else trainer.evaluate()
         logger.log_metrics(state.iteration, {f"final/{key}": v for key, v in final.items()})
         final_score = selection_score(final, trainer.game, k, t.select_on)
-        if better(final_score, state.best_score, t.select_on) or not (out_dir / "best").exists():
+        if better(final_score, state.best_score, t.select_on) or ranks.broadcast(not (out_dir / "best").exists()):
             # the final policy is evaluated on the same set: it may be the best (and with
             # eval_every 0 it is the only one evaluated)
             state.best_score, state.best_iteration = final_score, state.iteration
-            save_policy(model, tokenizer, out_dir / "best")
+            save_best(engine, model, tokenizer, out_dir / "best", ranks)
         summary = {  # no wall-clock time: a DVC-cached output
             "method": cfg.algorithm.preset, "game": trainer.game, "iterations": state.iteration,
             "headline": headline(final, trainer.game, k), "best_score": state.best_score,
@@ -397,14 +443,16 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             "selection_set": {"seed": cfg.evaluation.selection_seed, "select_on": t.select_on,
                               "meta_episodes_per_opponent_seat": cfg.evaluation.meta_episodes_per_opponent_seat},
         }
-        write_json_atomic(out_dir / "summary.json", summary)
         seconds = time.monotonic() - started  # this process's share of the run, when resumed
-        logger.log_metrics(state.iteration, {"train/time/total_s": seconds})  # MLflow only
-        write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))
-        for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
-            logger.log_artifact(out_dir / name)
+        if main:
+            write_json_atomic(out_dir / "summary.json", summary)
+            logger.log_metrics(state.iteration, {"train/time/total_s": seconds})  # MLflow only
+            write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))
+            for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
+                logger.log_artifact(out_dir / name)
         logger.close()
-        return {**summary, "minutes": seconds / 60}
+        ranks.barrier()  # no rank leaves before rank 0 has written everything
+        return {**summary, "minutes": seconds / 60, "rank": ranks.rank}
     except BaseException as err:
         logger.close("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
         raise
@@ -444,13 +492,71 @@ def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: 
     return None
 
 
+def join_ranks(world: int) -> Ranks:
+    """This process's place in the run: with ``world`` > 1 (a launcher started the
+    ranks) the process group is joined (gloo on CPU, nccl on GPUs) and a GPU rank
+    takes the GPU of its ``LOCAL_RANK``."""
+    if world == 1:
+        return Ranks.single()
+    from mage_core.backends.deepspeed_engine import import_deepspeed, init_distributed
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    init_distributed(import_deepspeed())
+    ranks = Ranks.current()
+    if ranks.world != world:
+        raise RuntimeError(f"the process group has {ranks.world} ranks, WORLD_SIZE says {world}")
+    return ranks
+
+
+def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool | Literal["auto"], digest: str,
+                     code: str, cfg: Config) -> Path | None:
+    """Rank 0's preparation of ``out_dir``: the checkpoint to resume (or None), the
+    outputs of a run that must not be continued removed, the tracking store checked."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    latest = checkpoints.latest()
+    why = _not_resumable(checkpoints, latest, digest, code, cfg.train.iterations) if resume == "auto" else None
+    if why is not None:
+        # A pipeline re-run (DVC) after a change of params or code, or of a finished run
+        # whose outputs DVC wants again: the old run is not continued.
+        console.print(f"{out_dir}: {why}; starting afresh", soft_wrap=True)
+        for name in ("checkpoints", "policy-init", "best"):
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+        for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
+            (out_dir / name).unlink(missing_ok=True)
+        latest = None
+    if latest is not None and not resume:
+        raise ConfigError("command line", [
+            f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
+            "or choose another --out"])
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
+    return latest
+
+
+def save_best(engine: Any, model: Any, tokenizer: Any, path: Path, ranks: Ranks) -> None:
+    """The current policy as ``best/`` (rank 0 writes it; the engine trains ``model`` in place)."""
+    from mage_core.policy.model import save_policy
+
+    # ZeRO-3 keeps slices of the weights: gather them whole (every rank takes part).
+    whole = engine.policy_state_dict() if getattr(engine, "sharded_weights", False) else None
+    if ranks.main:
+        save_policy(model, tokenizer, path, state_dict=whole)
+    ranks.barrier()
+
+
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
-          digest: str, code: str) -> None:
-    tensors, rest = pack_engine_state(engine.state_dict())
+          digest: str, code: str, ranks: Ranks) -> None:
+    engine_state = engine.state_dict()  # collective with several ranks: rank 0 gets every optimizer shard
+    if not ranks.main:
+        ranks.barrier()
+        return
+    tensors, rest = pack_engine_state(engine_state)
     checkpoints.save(state.iteration, tensors, {
         "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
         "best_score": state.best_score, "best_iteration": state.best_iteration,
-    }, {"config_digest": digest, "code_digest": code})
+    }, {"config_digest": digest, "code_digest": code, "ranks": ranks.world})
+    ranks.barrier()
 
 
 def _status(metrics: dict[str, float], game: str, k: int) -> str:

@@ -12,6 +12,11 @@ Rollouts (training and evaluation) run in this process, or with
 after every update, closed by ``close()``); both give the same meta-episodes,
 as every meta-episode samples from its own generator seeded from
 (``torch_rng`` or the suite's seed, its index): ``runner.meta_episode_seeds``.
+
+Data parallel (``ranks``, ``mage_core.trainers.data_parallel``): every rank
+draws the same specs and seeds, plays its share of them (in process or on its
+own rollout workers), and gathers the whole batch; each PPO mini-batch is
+split over the ranks, whose engine averages the gradients.
 """
 
 from __future__ import annotations
@@ -34,8 +39,15 @@ from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
 from mage_core.rollout.retrieval import MemoryBank
-from mage_core.rollout.runner import PolicyActor, meta_episode_seeds, run_meta_episodes
+from mage_core.rollout.pool import attach_codec, detach_codec
+from mage_core.rollout.runner import (
+    PolicyActor,
+    meta_episode_seeds,
+    run_seeded_meta_episodes,
+    seeded_generators,
+)
 from mage_core.trainers.batch import AdvantageSettings, build_samples
+from mage_core.trainers.data_parallel import Ranks
 
 
 @dataclass
@@ -110,10 +122,17 @@ def reward_unit(cfg: Config, game: str) -> tuple[float, str]:
     return 1.0, "reward"
 
 
+#: PPO step metrics that are token means over a rank's samples (combined over ranks by token count).
+TOKEN_MEAN_METRICS = ("loss", "pg_loss", "entropy", "clip_frac", "approx_kl", "kl")
+
+
 class MetaRLTrainer:
-    def __init__(self, cfg: Config, engine: TrainEngine | None, generator: Generator, codec: TokenCodec) -> None:
-        """``engine`` may be None for evaluation only."""
+    def __init__(self, cfg: Config, engine: TrainEngine | None, generator: Generator, codec: TokenCodec,
+                 ranks: Ranks | None = None) -> None:
+        """``engine`` may be None for evaluation only. ``ranks``: this process's
+        place in a data-parallel run (default: one process)."""
         self.cfg = cfg
+        self.ranks = ranks or Ranks.single()
         self.game = cfg.env.name
         self.engine = engine
         self.generator = generator
@@ -210,20 +229,54 @@ class MetaRLTrainer:
 
     def rollout(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings, sampling: SamplingParams,
                 rng: torch.Generator, env_settings: Any = None) -> list[MetaEpisode]:
-        """Play ``specs`` to the end, in-process or on the rollout workers (same
-        result): meta-episode ``i`` samples from a generator seeded with
-        ``meta_episode_seeds(rng, len(specs))[i]``."""
+        """Play ``specs`` to the end, in-process or on the rollout workers, in one
+        process or split over the data-parallel ranks (same result): meta-episode
+        ``i`` samples from a generator seeded with ``meta_episode_seeds(rng, len(specs))[i]``."""
         pool = self.pool()
-        if settings.retrieval != "none" and pool is not None:
+        if settings.retrieval != "none" and (pool is not None or self.ranks.distributed):
             raise ValueError(f"algorithm.agent {self.cfg.algorithm.agent}: its memory bank lives in the rollout's "
-                             "process; set rollout.workers: 0")
-        if pool is None:
-            metas = self.build(specs, settings, env_settings)
-            run_meta_episodes(metas, self.actor(sampling), rng)
-            return metas
+                             "process; set rollout.workers: 0 and backend.ranks: 1")
         seeds = meta_episode_seeds(rng, len(specs))
+        start, stop = self.ranks.share(len(specs))
         env_settings = env_settings if env_settings is not None else self._env_settings
-        return pool.run(RolloutJob(tuple(specs), settings, env_settings, sampling, tuple(seeds)))
+        if pool is None:
+            metas = self.build(specs[start:stop], settings, env_settings)
+            return self.play(metas, self.actor(sampling), seeds[start:stop], shared=False)
+        mine = pool.run(RolloutJob(tuple(specs[start:stop]), settings, env_settings, sampling,
+                                   tuple(seeds[start:stop])))
+        return self._gather(mine)
+
+    def play(self, metas: Sequence[MetaEpisode], actor: PolicyActor, seeds: Sequence[int],
+             shared: bool = True) -> list[MetaEpisode]:
+        """Play ``metas`` in this process, ``metas[i]`` from a generator seeded with
+        ``seeds[i]``, and return the whole call's meta-episodes. ``shared``: every
+        rank holds all of the call's ``metas`` and plays its share; else ``metas``
+        is this rank's share already. With one rank, ``metas`` itself."""
+        if shared:
+            start, stop = self.ranks.share(len(metas))
+            metas, seeds = metas[start:stop], seeds[start:stop]
+        run_seeded_meta_episodes(metas, actor, seeded_generators(seeds))
+        return self._gather(metas)
+
+    def _gather(self, mine: Sequence[MetaEpisode]) -> list[MetaEpisode]:
+        """Every rank's finished share, in the call's order, on every rank."""
+        if not self.ranks.distributed:
+            return list(mine)
+        detach_codec(mine)  # the tokenizer closures stay home
+        metas = self.ranks.gather(mine)
+        attach_codec(metas, self.codec)
+        return metas
+
+    def _logprobs(self, samples: Sequence[Any], bounds: np.ndarray, policy: str) -> list[torch.Tensor]:
+        """``engine.logprobs`` of every sample; with several ranks each scores its
+        contiguous share of the meta-episodes and the shares are gathered."""
+        assert self.engine is not None
+        if not self.ranks.distributed:
+            return self.engine.logprobs(samples, policy=policy)
+        start, stop = self.ranks.share(len(bounds) - 1)
+        lo, hi = int(bounds[start]), int(bounds[stop])
+        mine = self.engine.logprobs(samples[lo:hi], policy=policy) if hi > lo else []
+        return self.ranks.gather(mine)
 
     def actor(self, sampling: SamplingParams) -> PolicyActor:
         return PolicyActor(self.generator, self.codec.parse_view(), sampling)
@@ -250,29 +303,39 @@ class MetaRLTrainer:
 
         samples = build_samples(metas, self.advantage_settings)
         samples_s = time.perf_counter() - started - rollout_s
-        if t.old_logprobs == "rollout":  # the weights that sampled them are the engine's own
-            old = [torch.tensor(d.old_logprobs(), dtype=torch.float32) for m in metas for d in m.decisions]
-            assert len(old) == len(samples)  # build_samples keeps the meta-episodes' decision order
-        else:
-            old = self.engine.logprobs(samples)
-        ref = self.engine.logprobs(samples, policy="reference") if t.kl_coef > 0 else None
-        logprobs_s = time.perf_counter() - started - rollout_s - samples_s
-        loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
-                            kl_estimator=t.kl_estimator)
         # Mini-batches of whole meta-episodes: their prompts are prefix chains that
         # the engine packs into one row each (TorchEngine pack_prefixes).
         bounds = np.cumsum([0] + [len(m.decisions) for m in metas])
         assert bounds[-1] == len(samples)
+        if t.old_logprobs == "rollout":  # the weights that sampled them are the engine's own
+            old = [torch.tensor(d.old_logprobs(), dtype=torch.float32) for m in metas for d in m.decisions]
+            assert len(old) == len(samples)  # build_samples keeps the meta-episodes' decision order
+        else:
+            old = self._logprobs(samples, bounds, "current")
+        ref = self._logprobs(samples, bounds, "reference") if t.kl_coef > 0 else None
+        logprobs_s = time.perf_counter() - started - rollout_s - samples_s
+        loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
+                            kl_estimator=t.kl_estimator)
         step_metrics: list[dict[str, float]] = []
         for _ in range(t.ppo_epochs):
             meta_order = rng.permutation(len(metas))
             for chunk in np.array_split(meta_order, t.mini_batches_per_epoch):
-                idx = [i for k in chunk for i in range(int(bounds[k]), int(bounds[k + 1]))]
+                start, stop = self.ranks.share(len(chunk))  # this rank's part of the mini-batch
+                idx = [i for k in chunk[start:stop] for i in range(int(bounds[k]), int(bounds[k + 1]))]
+                if self.ranks.distributed:
+                    least, most = self.ranks.min_max(len(idx))
+                    if least == 0 < most:  # a step is collective: a rank with nothing cannot skip it alone
+                        raise RuntimeError(
+                            f"iteration {it}: a PPO mini-batch left a rank without a decision to train on "
+                            f"({len(chunk)} meta-episodes over {self.ranks.world} ranks); raise "
+                            "train.groups_per_iteration or lower train.mini_batches_per_epoch")
                 if not idx:
                     continue
-                step_metrics.append(self.engine.step(
+                metrics_step = self.engine.step(
                     [samples[i] for i in idx], [old[i] for i in idx],
-                    [ref[i] for i in idx] if ref is not None else None, loss))
+                    [ref[i] for i in idx] if ref is not None else None, loss)
+                keys = [key for key in TOKEN_MEAN_METRICS if key in metrics_step]
+                step_metrics.append(self.ranks.token_mean(metrics_step, metrics_step["num_tokens"], keys))
         update_s = time.perf_counter() - started - rollout_s - samples_s - logprobs_s
         self.load_policy_state(self.engine.policy_state_dict())
 
@@ -352,7 +415,8 @@ class MetaRLTrainer:
         fix_deals(metas, [deals for _, deals, _ in cases])
         greedy = SamplingParams(temperature=0.0, max_new_tokens=self.cfg.policy.max_new_tokens,
                                 stop_token_ids=self.codec.stop_token_ids)
-        run_meta_episodes(metas, self.actor(greedy), torch.Generator().manual_seed(0))  # greedy: no draws
+        seeds = meta_episode_seeds(torch.Generator().manual_seed(0), len(metas))  # greedy: never drawn
+        metas = self.play(metas, self.actor(greedy), seeds)
         values = exact_values(metas, [p for _, _, p in cases], k, reward_unit(self.cfg, self.game)[0])
         return {f"eval/{key}": v for key, v in values.items()}
 

@@ -189,16 +189,19 @@ class BackendConfig(Strict):
     CPU default: HF generation and the plain torch engine. The GPU backends:
     vLLM rollouts (``pip install -e '.[gpu]'``; on a CPU only its test build,
     ``make vllm-env``) and DeepSpeed ZeRO training (stages 0-2; the
-    ``deepspeed`` extra, CPU or GPU). ``mage doctor`` checks a profile."""
+    ``deepspeed`` extra, CPU or GPU), on ``ranks`` data-parallel processes (one
+    per GPU; on a CPU, gloo processes). ``mage doctor`` checks a profile."""
 
     generator: Literal["hf", "vllm", "openai"] = "hf"
     engine: Literal["torch", "deepspeed"] = "torch"
     gpus: NonNegativeInt = 0
+    ranks: PositiveInt = 1
     zero_stage: Literal[0, 1, 2, 3] = 2
     precision: Literal["fp32", "bf16"] = "fp32"
     offload_optimizer: bool = False
     micro_batch_size: PositiveInt = 8
     gradient_checkpointing: bool = False
+    logits_chunk_tokens: NonNegativeInt = 0
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
     openai: OpenAIEndpointConfig = OpenAIEndpointConfig()
 
@@ -208,6 +211,11 @@ class BackendConfig(Strict):
             raise ValueError("generator: openai needs backend.openai.model (the name the server serves)")
         if self.precision == "bf16" and self.engine != "deepspeed":
             raise ValueError("precision: bf16 needs engine 'deepspeed' (the torch engine trains in fp32)")
+        if self.ranks > 1 and self.engine != "deepspeed":
+            raise ValueError(f"ranks: {self.ranks} (data-parallel training) needs engine 'deepspeed'")
+        if self.gpus > 0 and self.ranks != self.gpus:
+            raise ValueError(f"ranks: {self.ranks} with gpus: {self.gpus}: one training rank per GPU; set ranks: "
+                             f"{self.gpus}")
         if self.offload_optimizer and self.engine != "deepspeed":
             raise ValueError("offload_optimizer: needs engine 'deepspeed' (the torch engine keeps its optimizer "
                              "where the model is)")

@@ -40,9 +40,28 @@ def test_zero_stages_shard_what_the_zero_paper_says() -> None:
     assert by_stage[2].reference == 2 * P and by_stage[3].reference == 2 * P / 8
     # Checkpointed activations: 36 layer inputs of 2*s*b*h bytes + one layer's 34*s*b*h.
     assert by_stage[2].activations == (36 * 2 + 34) * 7168 * 8 * 2560 == 15_560_867_840
-    # Logits of the micro-batch: b*s*V values, 2 bytes (bf16) + 4 bytes (fp32 log-softmax).
-    assert by_stage[2].logits == 8 * 7168 * 151936 * 6 == 52_275_707_904
-    assert by_stage[2].gpu_total / 2**30 == pytest.approx(84.718, abs=1e-3)
+    # Logits of the micro-batch, every position scored: b*s*V values of 14 bytes (bf16 output,
+    # its fp32 copy, the softmax, the logits' gradient).
+    assert by_stage[2].logits == 8 * 7168 * 151936 * 14 == 121_976_651_776
+    # 2P + 2P/8 + 12P/8 + 2P + 15,560,867,840 + 121,976,651,776 bytes.
+    assert by_stage[2].gpu_total == 2 * P + 2 * P / 8 + 12 * P / 8 + 2 * P + 15_560_867_840 + 121_976_651_776
+
+
+def test_scored_positions_and_chunks_bound_the_logits() -> None:
+    shape = ModelShape.from_hf_config(QWEN3_4B)
+    common = dict(gpus=8, zero_stage=2, precision="bf16", offload_optimizer=False, micro_batch=8, seq_len=8192,
+                  gradient_checkpointing=True, flash_attention=True, reference_model=True)
+    # A free response of 4096 tokens: 8 rows x 4096 scored positions, all at once.
+    dense = training_memory(shape, scored_positions=4096, **common)
+    assert dense.logits == 8 * 4096 * 151936 * 14 == 69_700_943_872
+    # 1024 at a time: 1024 x 151936 x 14 bytes = 2.03 GiB whatever the micro-batch.
+    chunked = training_memory(shape, scored_positions=4096, logits_chunk=1024, **common)
+    assert chunked.logits == 1024 * 151936 * 14 == 2_178_154_496
+    assert chunked.gpu_total - dense.gpu_total == 2_178_154_496 - 69_700_943_872
+    # A chunk larger than the micro-batch's positions changes nothing; fp32 has no 16-bit copy.
+    assert training_memory(shape, scored_positions=16, logits_chunk=1024, **common).logits == 8 * 16 * 151936 * 14
+    fp32 = training_memory(shape, **{**common, "precision": "fp32"}, scored_positions=1, logits_chunk=1)
+    assert fp32.logits == 151936 * 12
 
 
 def test_offload_moves_the_optimizer_to_host_memory_and_fp32_needs_no_master_copy() -> None:
