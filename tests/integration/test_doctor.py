@@ -86,11 +86,16 @@ def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> Non
     assert re.search(r"weights\s+7\.49 GiB", out) and re.search(r"optimizer\s+5\.62 GiB", out)
     # Logits 1024 positions at a time (backend.logits_chunk_tokens): 1024 x 151936 x 14 bytes.
     assert re.search(r"logits \(chunks of 1024\)\s+2\.03 GiB", out)
-    assert "training step: 40.1 GiB against an H100 80 GiB (no GPU visible here): fits" in out
+    # Each rank's vLLM engine keeps its share of the GPU (0.45 of 80 GiB) beside the step.
+    assert ("training step: 40.1 GiB + vLLM's 36.0 GiB (backend.gpu_memory_utilization 0.45) against an H100 "
+            "80 GiB (no GPU visible here): fits") in out
+    half = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.gpu_memory_utilization=0.5")
+    assert ("training step: 40.1 GiB + vLLM's 40.0 GiB (backend.gpu_memory_utilization 0.5) against an H100 "
+            "80 GiB (no GPU visible here): does not fit") in half.stdout
     dense = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.logits_chunk_tokens=0")
     # 8 rows x 4096 response positions at once: 64.91 GiB of logits.
     assert re.search(r"logits \(dense\)\s+64\.91 GiB", dense.stdout)
-    assert "training step: 103.0 GiB against an H100 80 GiB (no GPU visible here): does not fit" in dense.stdout
+    assert "training step: 103.0 GiB + vLLM's 36.0 GiB" in dense.stdout and "does not fit" in dense.stdout
 
 
 def test_training_with_a_backend_not_installed_stops_before_writing(project: Path) -> None:
