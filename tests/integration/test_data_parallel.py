@@ -139,6 +139,14 @@ def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_paramet
     assert not alive, f"ranks left behind: {[p.pid for p in alive]}"
     latest = checkpoints.latest()
     assert latest is not None and checkpoints.verify(latest)["step"] < 3  # a whole checkpoint, not the last
+    # On another rank count a ZeRO-2 checkpoint (its optimizer state sharded over 2 ranks)
+    # cannot continue: the run stops naming the count to resume with, and writes nothing.
+    before = sorted(p.name for p in (tmp_path / "split" / "checkpoints").iterdir())
+    other = mage_train(tmp_path, "split", "--resume", "--set", "backend.ranks=3")
+    assert other.returncode != 0
+    assert ("the checkpoint was written by 2 rank(s), this run has 3: ZeRO stage 2 shards the optimizer state "
+            "over the ranks; resume with backend.ranks: 2") in " ".join(other.stderr.split())
+    assert sorted(p.name for p in (tmp_path / "split" / "checkpoints").iterdir()) == before
     resumed = mage_train(tmp_path, "split", "--resume", "auto")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = final_weights(tmp_path / "split"), final_weights(tmp_path / "whole")
