@@ -49,6 +49,26 @@ class StageJob:
     label: str  # the task run's name: the stage, or "<point>/<stage>" in a sweep
     upstream: tuple[str, ...] = ()  # labels of the jobs it waits for
     parent_run_id: str | None = None  # the MLflow run its own run is a child of
+    cpus: float = 1.0  # what a Ray task of the stage asks for (``stage_resources``)
+    gpus: float = 0.0
+
+
+def stage_resources(project_dir: Path, stage: str) -> tuple[float, float]:
+    """(CPUs, GPUs) the stage's command occupies: a training stage of ``backend.ranks``
+    N launches N processes (one GPU each, or ``train.num_threads`` cores each on a
+    CPU); an evaluation of a GPU run takes one GPU; everything else one CPU."""
+    kind, _, run = stage.partition("@")
+    if kind not in ("train", "evaluate") or not run:
+        return 1.0, 0.0
+    from mage_core.config import load_config
+
+    cfg = load_config(project_dir / "params.yaml", run=run)
+    b = cfg.backend
+    if kind == "evaluate":
+        return 1.0, float(min(b.gpus, 1))
+    if b.gpus:
+        return float(b.ranks), float(b.gpus)
+    return float(b.ranks * cfg.train.num_threads), 0.0
 
 
 def execute_stage(project_dir: Path, stage: str, parent_run_id: str | None,
@@ -86,13 +106,21 @@ _remote_execute: Any = None
 
 
 def _on_ray(job: StageJob, tracking: Tracking | None) -> dict[str, Any]:
-    """``execute_stage`` as a Ray task (one CPU), waited for."""
+    """``execute_stage`` as a Ray task asking for the stage's CPUs and GPUs, waited
+    for; a stage the cluster can never place fails at once, naming what it lacks."""
     global _remote_execute
     import ray
 
+    have = ray.cluster_resources()
+    short = [f"{need:g} {name} (the cluster has {have.get(key, 0.0):g})"
+             for need, name, key in ((job.cpus, "CPUs", "CPU"), (job.gpus, "GPUs", "GPU")) if need > have.get(key, 0.0)]
+    if short:
+        raise RuntimeError(f"{job.label} needs {' and '.join(short)} on one Ray node: lower backend.ranks / "
+                           "backend.gpus, or add such a node to the cluster (infra/README.md)")
     if _remote_execute is None:
-        _remote_execute = ray.remote(num_cpus=1, max_retries=0)(execute_stage)  # Prefect retries, not Ray
-    return ray.get(_remote_execute.remote(job.project_dir, job.stage, job.parent_run_id, tracking))
+        _remote_execute = ray.remote(max_retries=0)(execute_stage)  # Prefect retries, not Ray
+    task = _remote_execute.options(num_cpus=job.cpus, num_gpus=job.gpus)
+    return ray.get(task.remote(job.project_dir, job.stage, job.parent_run_id, tracking))
 
 
 @task(retries=STAGE_RETRIES, retry_delay_seconds=1, cache_policy=NO_CACHE)

@@ -24,7 +24,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.dvc_stages import stage_graph
-from flows.graph import StageJob, init_ray, run_graph
+from flows.graph import StageJob, init_ray, run_graph, stage_resources
 from flows.reproduce import project_settings
 
 
@@ -35,7 +35,8 @@ def point_jobs(point: Any, parent_run_id: str | None) -> list[StageJob]:
     mine = {stage: ups for stage, ups in graph.items()
             if stage.endswith(f"@{point.name}") or stage.startswith("data@")}
     return [StageJob(point.workspace, stage, f"{point.name}/{stage}",
-                     tuple(f"{point.name}/{u}" for u in ups if u in mine), parent_run_id)
+                     tuple(f"{point.name}/{u}" for u in ups if u in mine), parent_run_id,
+                     *stage_resources(point.workspace, stage))
             for stage, ups in mine.items()]
 
 

@@ -111,7 +111,9 @@ def training_memory(shape: ModelShape, *, gpus: int, zero_stage: int, precision:
     weights = width * p / (gpus if zero_stage >= 3 else 1)
     gradients = width * p / (gpus if zero_stage >= 2 else 1)
     optimizer = optimizer_bytes * p / (gpus if zero_stage >= 1 else 1)
-    reference = (2 * p / (gpus if zero_stage >= 3 else 1)) if reference_model else 0.0
+    # The frozen reference policy is a whole 16-bit copy on every rank, at every ZeRO stage
+    # (the DeepSpeed engine does not shard it: its forward needs no collective).
+    reference = 2 * p if reference_model else 0.0
     b, s, h = micro_batch, seq_len, shape.hidden_size
     per_layer = s * b * h * (34 + (0 if flash_attention else 5 * shape.num_heads * s / h))
     activations = (shape.num_layers * 2 * s * b * h + per_layer) if gradient_checkpointing else (

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mage_core.backends import INSTALL, PACKAGES
+from mage_core.backends import INSTALL, PACKAGES, VLLM_RANKS
 from mage_core.backends.memory import GIB, ModelShape, kv_cache_sequences, training_memory
 from mage_core.config import Config, load_config, parse_config
 
@@ -51,6 +51,9 @@ def check_backends(cfg: Config) -> list[Finding]:
                                INSTALL.get(name, f"pip install {package}")))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
+    if cfg.backend.generator == "vllm" and cfg.backend.ranks > 1:
+        problem, fix = VLLM_RANKS.split(" is not built; ")
+        out.append(Finding(False, f"{problem} is not built yet", fix))
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is None:
         out.append(Finding(False, "RAY_ADDRESS is set but ray is not installed", "pip install -e '.[pipeline]'"))
     return out
@@ -162,15 +165,21 @@ def memory_report(cfg: Config, config: dict[str, Any], gpus: list[tuple[str, int
     lines.append(f"rollout KV cache: {shape.kv_bytes_per_token() / 1024:.0f} KiB per token; {seqs:.0f} "
                  f"full-length sequences fit in backend.gpu_memory_utilization {b.gpu_memory_utilization} of "
                  f"{against}")
-    fits = mem.gpu_total <= size
+    # A vLLM engine lives on the training GPU (one per rank) and keeps its share while the update runs.
+    colocated = b.generator == "vllm"
+    vllm_bytes = b.gpu_memory_utilization * size if colocated else 0.0
+    fits = mem.gpu_total + vllm_bytes <= size
+    step = f"training step: {mem.gpu_total / GIB:.1f} GiB" + (
+        f" + vLLM's {vllm_bytes / GIB:.1f} GiB (backend.gpu_memory_utilization {b.gpu_memory_utilization})"
+        if colocated else "")
     if not visible:  # the GPU check already failed; say how the profile compares with its target hardware
-        lines.append(f"training step: {mem.gpu_total / GIB:.1f} GiB against {against}: "
-                     f"{'fits' if fits else 'does not fit'}")
+        lines.append(f"{step} against {against}: {'fits' if fits else 'does not fit'}")
         return lines, findings
-    findings.append(Finding(fits, f"training step: {mem.gpu_total / GIB:.1f} GiB of {against}",
-                            "" if fits else "raise backend.zero_stage or backend.gpus, turn on "
-                            "backend.gradient_checkpointing or backend.offload_optimizer, set "
-                            "backend.logits_chunk_tokens, or lower backend.micro_batch_size"))
+    fix = ("raise backend.zero_stage or backend.gpus, turn on backend.gradient_checkpointing or "
+           "backend.offload_optimizer, set backend.logits_chunk_tokens, or lower backend.micro_batch_size")
+    if colocated and mem.gpu_total < size:
+        fix = f"lower backend.gpu_memory_utilization to {int(100 * (size - mem.gpu_total) / size) / 100} or less, or " + fix
+    findings.append(Finding(fits, f"{step} of {against}", "" if fits else fix))
     findings.append(Finding(seqs >= 1, f"rollout: {seqs:.0f} full-length sequence(s) per GPU in the KV cache",
                             "" if seqs >= 1 else "raise backend.gpu_memory_utilization or shorten "
                             "policy.max_new_tokens"))

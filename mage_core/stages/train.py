@@ -294,6 +294,11 @@ def check_data_parallel(cfg: Config, world: int) -> None:
         problems.append(f"backend.ranks {world} with backend.gpus {b.gpus}: one rank per GPU; make them equal")
     if problems:
         raise ConfigError("params", problems)
+    if b.generator == "vllm":
+        from mage_core.backends import VLLM_RANKS
+
+        raise NotImplementedError(VLLM_RANKS)
+
 
 
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,

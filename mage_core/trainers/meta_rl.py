@@ -37,9 +37,8 @@ from mage_core.envs.registry import is_single_agent
 from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
-from mage_core.rollout.pool import RolloutJob, RolloutPool, build_meta_episodes
+from mage_core.rollout.pool import RolloutJob, RolloutPool, attach_codec, build_meta_episodes, detach_codec
 from mage_core.rollout.retrieval import MemoryBank
-from mage_core.rollout.pool import attach_codec, detach_codec
 from mage_core.rollout.runner import (
     PolicyActor,
     meta_episode_seeds,

@@ -139,6 +139,14 @@ def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_paramet
     assert not alive, f"ranks left behind: {[p.pid for p in alive]}"
     latest = checkpoints.latest()
     assert latest is not None and checkpoints.verify(latest)["step"] < 3  # a whole checkpoint, not the last
+    # On another rank count a ZeRO-2 checkpoint (its optimizer state sharded over 2 ranks)
+    # cannot continue: the run stops naming the count to resume with, and writes nothing.
+    before = sorted(p.name for p in (tmp_path / "split" / "checkpoints").iterdir())
+    other = mage_train(tmp_path, "split", "--resume", "--set", "backend.ranks=3")
+    assert other.returncode != 0
+    assert ("the checkpoint was written by 2 rank(s), this run has 3: ZeRO stage 2 shards the optimizer state "
+            "over the ranks; resume with backend.ranks: 2") in " ".join(other.stderr.split())
+    assert sorted(p.name for p in (tmp_path / "split" / "checkpoints").iterdir()) == before
     resumed = mage_train(tmp_path, "split", "--resume", "auto")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     a, b = final_weights(tmp_path / "split"), final_weights(tmp_path / "whole")
@@ -151,6 +159,7 @@ def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_paramet
     ({"ranks": 2}, {"mini_batches_per_epoch": 12}, "train.mini_batches_per_epoch 12: a mini-batch"),
     ({"ranks": 2, "engine": "torch"}, {}, "ranks: 2 (data-parallel training) needs engine 'deepspeed'"),
     ({"ranks": 2, "gpus": 4}, {}, "one training rank per GPU"),
+    ({"ranks": 2, "generator": "vllm"}, {}, "not built yet: backend.generator vllm with backend.ranks > 1"),
 ])
 def test_bad_rank_settings_stop_before_anything_is_written(tmp_path: Path, backend: dict[str, Any],
                                                            train: dict[str, Any], message: str) -> None:

@@ -56,7 +56,9 @@ def test_the_paper_profile_here_lists_every_problem_with_its_fix(project: Path) 
     assert "huggingface-cli download <hub id> --local-dir models/Qwen3-4B (Qwen3-4B: Qwen/Qwen3-4B)" in out
     problems = [line for line in out.splitlines() if line.startswith("fix ")]
     fixes = [line for line in out.splitlines() if line.lstrip().startswith("-> ")]
-    assert len(problems) == len(fixes) == 3 and out.rstrip().endswith("3 problem(s)")  # each with its fix
+    assert ("backend.generator vllm with backend.ranks > 1: a vLLM engine per training rank, on that rank's GPU "
+            "(vLLM's external_launcher mode, or engines on separate Ray actors) is not built yet") in " ".join(out.split())
+    assert len(problems) == len(fixes) == 4 and out.rstrip().endswith("4 problem(s)")  # each with its fix
 
 
 @pytest.mark.parametrize("profile", ["paper_alfworld", "paper_webshop"])
@@ -67,7 +69,7 @@ def test_a_paper_profile_of_a_data_backed_task_checks_its_data(project: Path, pr
     task = profile.removeprefix("paper_")
     lines = " ".join(done.stdout.split())
     assert f"fix env.{task}.data_path:" in lines and f"-> mage data generate {task} --out data/{task}" in lines
-    assert lines.endswith("4 problem(s)")
+    assert lines.endswith("5 problem(s)")
 
 
 def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> None:
@@ -86,11 +88,16 @@ def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> Non
     assert re.search(r"weights\s+7\.49 GiB", out) and re.search(r"optimizer\s+5\.62 GiB", out)
     # Logits 1024 positions at a time (backend.logits_chunk_tokens): 1024 x 151936 x 14 bytes.
     assert re.search(r"logits \(chunks of 1024\)\s+2\.03 GiB", out)
-    assert "training step: 40.1 GiB against an H100 80 GiB (no GPU visible here): fits" in out
+    # Each rank's vLLM engine keeps its share of the GPU (0.45 of 80 GiB) beside the step.
+    assert ("training step: 40.1 GiB + vLLM's 36.0 GiB (backend.gpu_memory_utilization 0.45) against an H100 "
+            "80 GiB (no GPU visible here): fits") in out
+    half = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.gpu_memory_utilization=0.5")
+    assert ("training step: 40.1 GiB + vLLM's 40.0 GiB (backend.gpu_memory_utilization 0.5) against an H100 "
+            "80 GiB (no GPU visible here): does not fit") in half.stdout
     dense = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.logits_chunk_tokens=0")
     # 8 rows x 4096 response positions at once: 64.91 GiB of logits.
     assert re.search(r"logits \(dense\)\s+64\.91 GiB", dense.stdout)
-    assert "training step: 103.0 GiB against an H100 80 GiB (no GPU visible here): does not fit" in dense.stdout
+    assert "training step: 103.0 GiB + vLLM's 36.0 GiB" in dense.stdout and "does not fit" in dense.stdout
 
 
 def test_training_with_a_backend_not_installed_stops_before_writing(project: Path) -> None:
