@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
         "its population. algorithm.preset picks the method: mage, lamer, gigpo, grpo or an ablation. Prints a "
         "progress bar; writes metrics.jsonl, checkpoints (safetensors + optimizer/RNG state, atomic), the best "
         "policy by evaluation and summary.json under --out. Kill it at any point and rerun with --resume to "
-        "continue exactly where the last checkpoint left off."), formatter_class=fmt)
+        "continue exactly where the last checkpoint left off. With backend.ranks N > 1 it runs itself as N "
+        "data-parallel processes under torchrun (rank 0 writes the outputs)."), formatter_class=fmt)
     _add_params(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default: train.output_dir)")
     p.add_argument("--resume", nargs="?", const="yes", choices=["yes", "auto"],
