@@ -177,15 +177,17 @@ class DeepSpeedEngine(TorchEngine):
         """Whether a rank holds only slices of the weights (ZeRO-3)."""
         return self.zero_stage == 3
 
-    def _gathered(self) -> Any:
-        """A context in which every weight of the policy is whole on every rank (collective)."""
+    def _gathered(self, modifier_rank: int | None = None) -> Any:
+        """A context in which every weight of the policy is whole on every rank
+        (collective at ZeRO-3, nothing to do below it); with ``modifier_rank`` r, what
+        rank r writes into the weights is what every rank keeps on leaving it."""
         import contextlib
 
         if not self.sharded_weights:
             return contextlib.nullcontext()
         from deepspeed.runtime.zero.partition_parameters import GatheredParameters
 
-        return GatheredParameters(list(self.model.parameters()), modifier_rank=None)
+        return GatheredParameters(list(self.model.parameters()), modifier_rank=modifier_rank)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """The policy weights. ZeRO-3: gathered whole (collective) and copied; else as
@@ -267,15 +269,16 @@ class DeepSpeedEngine(TorchEngine):
         rank's optimizer state (its ZeRO shard) is gathered on rank 0, whose state
         holds them all under "optimizer" (a list in rank order, ``optimizer_shards``
         true); the other ranks' state has None there (rank 0 alone saves)."""
-        optimizer = _snapshot(self._optimizer_state())
+        optimizer: Any = _snapshot(self._optimizer_state())
         world = torch.distributed.get_world_size()
         if world > 1:
-            from mage_core.trainers.data_parallel import Ranks
-
-            optimizer = Ranks.current().gather_to_main(optimizer)
+            shards: list[Any] | None = [None] * world if torch.distributed.get_rank() == 0 else None
+            torch.distributed.gather_object(optimizer, shards, dst=0)
+            optimizer = shards
+        with self._gathered():
+            policy = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         return {
-            "policy": self.policy_state_dict() if self.sharded_weights else {
-                k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "policy": policy,
             "reference": (None if self.reference is None
                           else {k: v.detach().clone() for k, v in self.reference.state_dict().items()}),
             "optimizer": optimizer,
@@ -326,14 +329,9 @@ class DeepSpeedEngine(TorchEngine):
             self.optimizer.load_state_dict(optimizer)
 
     def _load_weights_and_counters(self, state: Mapping[str, Any]) -> None:
-        if self.sharded_weights:  # every rank loads the same whole weights, then keeps its slices
-            from deepspeed.runtime.zero.partition_parameters import GatheredParameters
-
-            with GatheredParameters(list(self.model.parameters()), modifier_rank=0):
-                if torch.distributed.get_rank() == 0:
-                    self.model.load_state_dict(state["policy"])
-        else:
-            self.model.load_state_dict(state["policy"])
+        with self._gathered(modifier_rank=0):  # ZeRO-3: rank 0's whole weights, then each rank's slices
+            if not self.sharded_weights or torch.distributed.get_rank() == 0:
+                self.model.load_state_dict(state["policy"])
         reference = state.get("reference")
         if (reference is None) != (self.reference is None):
             raise ValueError("DeepSpeedEngine.load_state_dict: the checkpoint and this engine differ in having a "

@@ -457,6 +457,9 @@ class TorchEngine:
     at most N x vocabulary logits in memory; ``backend.logits_chunk_tokens``).
     """
 
+    #: Whether a process holds only slices of the weights (the DeepSpeed engine at ZeRO-3).
+    sharded_weights = False
+
     def __init__(
         self,
         model: torch.nn.Module,

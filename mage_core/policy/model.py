@@ -117,10 +117,8 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_dir(target.parent, f".{target.name}.tmp-")
     try:
-        if state_dict is None:
-            model.save_pretrained(staging, safe_serialization=True)
-        else:
-            model.save_pretrained(staging, safe_serialization=True, state_dict=dict(state_dict))
+        model.save_pretrained(staging, safe_serialization=True,
+                              state_dict=dict(state_dict) if state_dict is not None else None)
         tokenizer.save_pretrained(staging)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))

@@ -295,10 +295,9 @@ def check_data_parallel(cfg: Config, world: int) -> None:
     if problems:
         raise ConfigError("params", problems)
     if b.generator == "vllm":
-        from mage_core.backends import VLLM_RANKS
+        from mage_core.backends import VLLM_RANKS_FIX, VLLM_RANKS_MISSING
 
-        raise NotImplementedError(VLLM_RANKS)
-
+        raise NotImplementedError(f"{VLLM_RANKS_MISSING} is not built; {VLLM_RANKS_FIX}")
 
 
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
@@ -544,7 +543,7 @@ def save_best(engine: Any, model: Any, tokenizer: Any, path: Path, ranks: Ranks)
     from mage_core.policy.model import save_policy
 
     # ZeRO-3 keeps slices of the weights: gather them whole (every rank takes part).
-    whole = engine.policy_state_dict() if getattr(engine, "sharded_weights", False) else None
+    whole = engine.policy_state_dict() if engine.sharded_weights else None
     if ranks.main:
         save_policy(model, tokenizer, path, state_dict=whole)
     ranks.barrier()

@@ -77,14 +77,6 @@ class Ranks:
         torch.distributed.all_gather_object(parts, list(local))  # pickled
         return [item for part in parts for item in part]
 
-    def gather_to_main(self, value: Any) -> list[Any] | None:
-        """Every rank's ``value`` on rank 0 (in rank order); None on the others."""
-        if not self.distributed:
-            return [value]
-        parts: list[Any] | None = [None] * self.world if self.main else None
-        torch.distributed.gather_object(value, parts, dst=0)
-        return parts
-
     def broadcast(self, value: T) -> T:
         """Rank 0's ``value`` on every rank."""
         if not self.distributed:
