@@ -50,8 +50,18 @@ def write_params(folder: Path, **backend: Any) -> Path:
     return path
 
 
+#: What an in-process DeepSpeed test leaves in this process's environment (its rank-0-of-1 group's
+#: address and port): a `mage train` started from here must not inherit it.
+LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    return {**env, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **extra}
+
+
 def mage_train(folder: Path, out: str, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = clean_env()
     return subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", out,
                            *extra], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -121,7 +131,7 @@ def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_paramet
     write_params(tmp_path, ranks=2)
     uninterrupted = mage_train(tmp_path, "whole")
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env = clean_env()
     proc = subprocess.Popen([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", "split"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -176,8 +186,7 @@ def test_bad_rank_settings_stop_before_anything_is_written(tmp_path: Path, backe
 
 def test_a_launcher_with_another_world_size_is_refused(tmp_path: Path) -> None:
     write_params(tmp_path, ranks=2)
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", "WORLD_SIZE": "3", "RANK": "0",
-           "LOCAL_RANK": "0"}
+    env = clean_env(WORLD_SIZE="3", RANK="0", LOCAL_RANK="0")
     done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", "run"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
