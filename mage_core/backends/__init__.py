@@ -35,13 +35,6 @@ class BackendUnavailable(ImportError):
     """A selected backend's package is not installed here (the message says how to install it)."""
 
 
-#: What is not built for vLLM rollouts on several training ranks, and what to do instead.
-VLLM_RANKS_MISSING = ("backend.generator vllm with backend.ranks > 1: a vLLM engine per training rank, on that rank's "
-                      "GPU (vLLM's external_launcher mode, or engines on separate Ray actors)")
-VLLM_RANKS_FIX = ("train on several ranks with backend.generator hf, or use vLLM on one rank (backend.gpus 1, "
-                  "backend.ranks 1)")
-
-
 def require_built(generator: str, engine: str | None = None) -> None:
     """Stop before any work, naming the params key, if a selected backend's package
     is missing (BackendUnavailable, with the install command). Looks packages up

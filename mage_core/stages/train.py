@@ -247,7 +247,13 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
         from mage_core.backends.vllm_generator import VLLMGenerator
 
         dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
-        return VLLMGenerator(model_dir, dtype=dtype, seed=cfg.seed, gpu_memory_utilization=b.gpu_memory_utilization)
+        # On several ranks each rank runs its own engine inside its own process (vLLM's
+        # "external_launcher" executor: no engine process, the device of LOCAL_RANK);
+        # its parallel groups are one rank each, so the ranks' engines never wait on
+        # one another. One rank keeps vLLM's default engine process.
+        placement = {"distributed_executor_backend": "external_launcher"} if b.ranks > 1 else {}
+        return VLLMGenerator(model_dir, dtype=dtype, seed=cfg.seed, gpu_memory_utilization=b.gpu_memory_utilization,
+                             **placement)
     from mage_core.backends.hf import HFGenerator
 
     if model is None:
@@ -294,10 +300,6 @@ def check_data_parallel(cfg: Config, world: int) -> None:
         problems.append(f"backend.ranks {world} with backend.gpus {b.gpus}: one rank per GPU; make them equal")
     if problems:
         raise ConfigError("params", problems)
-    if b.generator == "vllm":
-        from mage_core.backends import VLLM_RANKS_FIX, VLLM_RANKS_MISSING
-
-        raise NotImplementedError(f"{VLLM_RANKS_MISSING} is not built; {VLLM_RANKS_FIX}")
 
 
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,

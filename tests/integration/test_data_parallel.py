@@ -169,7 +169,8 @@ def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_paramet
     ({"ranks": 2}, {"mini_batches_per_epoch": 12}, "train.mini_batches_per_epoch 12: a mini-batch"),
     ({"ranks": 2, "engine": "torch"}, {}, "ranks: 2 (data-parallel training) needs engine 'deepspeed'"),
     ({"ranks": 2, "gpus": 4}, {}, "one training rank per GPU"),
-    ({"ranks": 2, "generator": "vllm"}, {}, "not built yet: backend.generator vllm with backend.ranks > 1"),
+    # (here vLLM is not installed: make test-vllm runs vLLM on ranks, tests/vllm/test_vllm_ranks.py)
+    ({"ranks": 2, "generator": "vllm"}, {}, "backend.generator: vllm needs the package vllm, which is not installed"),
 ])
 def test_bad_rank_settings_stop_before_anything_is_written(tmp_path: Path, backend: dict[str, Any],
                                                            train: dict[str, Any], message: str) -> None:
