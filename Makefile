@@ -61,9 +61,9 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_PIP) --no-deps -e .
 	$(VLLM_PIP) "pytest>=8.0" "pydantic>=2.7,<3" "PyYAML>=6.0" "rich>=13.7" "rich-argparse>=1.5" \
 		"pandas>=2.2" "pyarrow>=15" "great-expectations==1.24.1"
-	# DeepSpeed: the vLLM-on-N-ranks tests train on it (tests/vllm/test_vllm_ranks.py)
-	$(VLLM_PIP) deepspeed==0.19.8
-	$(VLLM_PY) -c "import torch, vllm, deepspeed, mage_core; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	# DeepSpeed and Ray: the tests of vLLM on N ranks and on Ray rollout actors (tests/vllm/test_vllm_ranks.py)
+	$(VLLM_PIP) deepspeed==0.19.8 ray==2.60.0
+	$(VLLM_PY) -c "import torch, vllm, deepspeed, ray, mage_core; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
 vllm-env: $(VLLM_VENV)/.installed

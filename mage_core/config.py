@@ -488,12 +488,20 @@ class Config(Strict):
         return {**data, "algorithm": {**values, **algorithm}}
 
     @model_validator(mode="after")
-    def _rollout_workers_copy_an_hf_policy(self) -> "Config":
-        if self.rollout.workers > 0 and self.backend.generator != "hf":
-            raise ValueError(f"rollout.workers: Ray rollout workers each run an HF generator on a copy of the "
-                             f"policy; backend.generator {self.backend.generator!r} has its own parallelism: "
-                             "set rollout.workers: 0 (or backend.generator: hf)")
+    def _rollout_workers_copy_the_policy(self) -> "Config":
+        if self.rollout.workers > 0 and self.backend.generator == "openai":
+            raise ValueError("rollout.workers: Ray rollout workers each run a copy of the policy (HF or vLLM); "
+                             "backend.generator openai is a served model with its own parallelism: set "
+                             "rollout.workers: 0 (backend.openai.max_concurrency sets its parallel requests)")
         return self
+
+    def vllm_engine(self) -> dict[str, Any]:
+        """The arguments of every vLLM engine of a run (``VLLMGenerator``), in the stage's
+        process or on a Ray rollout actor: bf16 training samples from bf16 weights, a
+        local model keeps its own dtype, the embedded tiny model runs in float32."""
+        b, m = self.backend, self.model
+        dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
+        return {"dtype": dtype, "seed": self.seed, "gpu_memory_utilization": b.gpu_memory_utilization}
 
 
 class ConfigError(Exception):

@@ -101,7 +101,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     torch.set_num_threads(cfg.train.num_threads)
-    if cfg.backend.generator == "hf":
+    if cfg.backend.generator == "hf" or cfg.rollout.workers > 0:  # Ray actors copy an in-memory model
         model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype))
     else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
         model, tokenizer = None, load_tokenizer(policy_dir)

@@ -224,10 +224,12 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     of it when ``copy_model``, so the engine's in-place updates reach rollouts only
     through the weight sync). ``vllm``: vLLM's offline engine loads the weights
     saved in ``model_dir`` (``model`` is not needed) and takes every later sync in
-    place. ``openai``: a served model behind an OpenAI-compatible endpoint
+    place; with ``rollout.workers`` the vLLM engines run on the Ray rollout actors
+    instead, and the stage's process keeps an HF generator on ``model`` for what it
+    plays itself (Kuhn Poker's exact greedy evaluation). ``openai``: a served model behind an OpenAI-compatible endpoint
     (evaluation only), checked to answer now. ``close()`` it at the end (vLLM's
     engine processes, the endpoint's request threads)."""
-    b, m = cfg.backend, cfg.model
+    b = cfg.backend
     if b.generator == "openai":
         from mage_core.backends.openai_generator import OpenAIGenerator
 
@@ -243,21 +245,20 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
             served.close()
             raise
         return served
-    if b.generator == "vllm":
+    if b.generator == "vllm" and cfg.rollout.workers == 0:
         from mage_core.backends.vllm_generator import VLLMGenerator
 
-        dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
         # On several ranks each rank runs its own engine inside its own process (vLLM's
         # "external_launcher" executor: no engine process, the device of LOCAL_RANK);
         # its parallel groups are one rank each, so the ranks' engines never wait on
         # one another. One rank keeps vLLM's default engine process.
         placement = {"distributed_executor_backend": "external_launcher"} if b.ranks > 1 else {}
-        return VLLMGenerator(model_dir, dtype=dtype, seed=cfg.seed, gpu_memory_utilization=b.gpu_memory_utilization,
-                             **placement)
+        return VLLMGenerator(model_dir, **cfg.vllm_engine(), **placement)
     from mage_core.backends.hf import HFGenerator
 
     if model is None:
-        raise ValueError("backend.generator: hf generates with an in-memory model; none was given")
+        raise ValueError(f"backend.generator: {b.generator}{' with rollout.workers' if b.generator == 'vllm' else ''}: "
+                         "the stage's process generates with an in-memory HF model; none was given")
     return HFGenerator(copy.deepcopy(model) if copy_model else model, pad_token_id=tokenizer.pad_token_id,
                        device=stage_device(cfg))
 

@@ -162,10 +162,13 @@ class MetaRLTrainer:
         if self._pool is None:
             from mage_core.backends.ray_rollout import RayRolloutPool
 
+            vllm = self.cfg.backend.generator == "vllm"  # vLLM engines on the actors (one GPU each on GPU nodes)
             self._pool = RayRolloutPool(
                 self.cfg.rollout.workers, self.generator, self.codec, self.game,  # type: ignore[arg-type]
                 self.cfg.opponents.settings(), address=self.cfg.rollout.ray_address,
-                cpus_per_worker=self.cfg.train.num_threads)
+                cpus_per_worker=self.cfg.train.num_threads,
+                gpus_per_worker=1 if vllm and self.cfg.backend.gpus else 0,
+                vllm=self.cfg.vllm_engine() if vllm else None)
         return self._pool
 
     def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:

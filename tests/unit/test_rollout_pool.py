@@ -119,9 +119,12 @@ def test_rollout_workers_config_errors_name_the_key_and_the_fix(monkeypatch: pyt
         "rollout.workers: Input should be greater than or equal to 0 (got -1)"]
     assert _problems({"rollout": {"ray_address": ""}}) == [
         "rollout.ray_address: String should have at least 1 character (got '')"]
-    assert _problems({"rollout": {"workers": 2}, "backend": {"generator": "vllm"}}) == [
-        "rollout.workers: Ray rollout workers each run an HF generator on a copy of the policy; backend.generator "
-        "'vllm' has its own parallelism: set rollout.workers: 0 (or backend.generator: hf)"]
+    # vLLM engines may run on the actors (tests/vllm/test_vllm_ranks.py); a served model may not
+    assert parse_config({"rollout": {"workers": 2}, "backend": {"generator": "vllm"}}).rollout.workers == 2
+    assert _problems({"rollout": {"workers": 2}, "backend": {"generator": "openai", "openai": {"model": "m"}}}) == [
+        "rollout.workers: Ray rollout workers each run a copy of the policy (HF or vLLM); backend.generator openai "
+        "is a served model with its own parallelism: set rollout.workers: 0 (backend.openai.max_concurrency sets "
+        "its parallel requests)"]
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
