@@ -451,10 +451,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mage_core.evaluation.contracts import ContractError
         from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
+        from mage_core.trainers.data_parallel import RendezvousError
 
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
                  ContractError: "data contract broken", NotImplementedError: "not built yet",
-                 BackendUnavailable: "backend unavailable", EndpointError: "endpoint error"}
+                 BackendUnavailable: "backend unavailable", EndpointError: "endpoint error",
+                 RendezvousError: "ranks cannot meet"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         if kind is None:
             raise

@@ -489,6 +489,9 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _rollout_workers_copy_the_policy(self) -> "Config":
+        if self.rollout.workers > 0 and self.backend.vllm_sleep:
+            raise ValueError("backend.vllm_sleep: the vLLM engines of rollout.workers run on Ray actors, beside no "
+                             "training step; set backend.vllm_sleep: false (or rollout.workers: 0)")
         if self.rollout.workers > 0 and self.backend.generator == "openai":
             raise ValueError("rollout.workers: Ray rollout workers each run a copy of the policy (HF or vLLM); "
                              "backend.generator openai is a served model with its own parallelism: set "
@@ -501,7 +504,8 @@ class Config(Strict):
         local model keeps its own dtype, the embedded tiny model runs in float32."""
         b, m = self.backend, self.model
         dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
-        return {"dtype": dtype, "seed": self.seed, "gpu_memory_utilization": b.gpu_memory_utilization}
+        return {"dtype": dtype, "seed": self.seed, "gpu_memory_utilization": b.gpu_memory_utilization,
+                "enable_sleep_mode": b.vllm_sleep}
 
 
 class ConfigError(Exception):

@@ -162,13 +162,24 @@ def memory_report(cfg: Config, config: dict[str, Any], gpus: list[tuple[str, int
     lines.append(f"rollout KV cache: {shape.kv_bytes_per_token() / 1024:.0f} KiB per token; {seqs:.0f} "
                  f"full-length sequences fit in backend.gpu_memory_utilization {b.gpu_memory_utilization} of "
                  f"{against}")
-    # A vLLM engine lives on the training GPU (one per rank) and keeps its share while the update runs.
-    colocated = b.generator == "vllm"
+    # A vLLM engine lives on the training GPU (one per rank) and keeps its share while the update
+    # runs; on Ray actors (rollout.workers) it has GPUs of its own, and the stage's process plays
+    # what it plays itself on an HF copy of the weights, as an HF generator always does.
+    workers = cfg.rollout.workers
+    colocated = b.generator == "vllm" and workers == 0
     vllm_bytes = b.gpu_memory_utilization * size if colocated else 0.0
-    fits = mem.gpu_total + vllm_bytes <= size
+    copy_bytes = 0.0 if colocated else float(weights)
+    fits = mem.gpu_total + vllm_bytes + copy_bytes <= size
     step = f"training step: {mem.gpu_total / GIB:.1f} GiB" + (
         f" + vLLM's {vllm_bytes / GIB:.1f} GiB (backend.gpu_memory_utilization {b.gpu_memory_utilization})"
-        if colocated else "")
+        if colocated else f" + {copy_bytes / GIB:.1f} GiB of HF rollout copy")
+    if b.generator == "vllm" and workers:
+        step += f" (vLLM on {workers} Ray actor(s), a GPU each)"
+    if colocated and b.vllm_sleep:  # vLLM sleeps through the update; the training state stays through the rollout
+        held = mem.weights + mem.gradients + mem.optimizer + mem.reference
+        fits = mem.gpu_total <= size and held + vllm_bytes <= size
+        step = (f"training step: {mem.gpu_total / GIB:.1f} GiB (vLLM asleep, backend.vllm_sleep); rollout: vLLM's "
+                f"{vllm_bytes / GIB:.1f} GiB + the training state's {held / GIB:.1f} GiB")
     if not visible:  # the GPU check already failed; say how the profile compares with its target hardware
         lines.append(f"{step} against {against}: {'fits' if fits else 'does not fit'}")
         return lines, findings

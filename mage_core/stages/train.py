@@ -49,7 +49,7 @@ from mage_core.trainers.checkpoint import (
     restore_rng,
     unpack_engine_state,
 )
-from mage_core.trainers.data_parallel import Ranks, launch_command, launched_world
+from mage_core.trainers.data_parallel import Ranks, check_rendezvous, launch_command, launched_world
 from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, headline, selection_score
 
 console = Console()
@@ -189,7 +189,10 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         args += ["--run", run] if run else []
         for override in overrides_given:
             args += ["--set", override]
-        check_data_parallel(cfg, ranks)  # before any process starts
+        from mage_core.backends import require_built
+
+        require_built(cfg.backend.generator, cfg.backend.engine)  # before any process starts
+        check_data_parallel(cfg, ranks)
         stage_device(cfg)  # GPUs asked for and not there: now, not once per rank
         command = launch_command(ranks, args)
         console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
@@ -509,6 +512,7 @@ def join_ranks(world: int) -> Ranks:
 
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    check_rendezvous()  # a rank that cannot reach the others stops in minutes, naming the address
     init_distributed(import_deepspeed())
     ranks = Ranks.current()
     if ranks.world != world:

@@ -125,6 +125,52 @@ def launched_world() -> int:
     return world
 
 
+class RendezvousError(RuntimeError):
+    """A rank cannot reach the others (the message names the address and the fix)."""
+
+
+#: How long a rank other than 0 keeps trying to reach the rendezvous (``MASTER_ADDR``:
+#: ``MASTER_PORT``) before it stops; ``MAGE_RENDEZVOUS_TIMEOUT_S`` overrides it.
+RENDEZVOUS_TIMEOUT_S = 300.0
+
+
+def check_rendezvous(timeout_s: float | None = None) -> None:
+    """On a rank other than 0: wait until the rendezvous address of the launcher
+    (``MASTER_ADDR``:``MASTER_PORT``, where rank 0 or the launcher listens) accepts
+    a connection, or stop with what to fix, after ``timeout_s`` (default:
+    ``MAGE_RENDEZVOUS_TIMEOUT_S``, else ``RENDEZVOUS_TIMEOUT_S``). Without it a rank
+    that cannot reach the others would wait in torch's store connection for the
+    process group's 30-minute timeout. Rank 0 returns at once (it hosts the store)."""
+    import socket
+    import time
+
+    if os.environ.get("RANK", "0") == "0":
+        return
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if not addr or not port or not port.isdigit():
+        raise RendezvousError(f"rank {os.environ.get('RANK')}: the launcher set no usable rendezvous address "
+                           f"(MASTER_ADDR={addr!r}, MASTER_PORT={port!r}); start the ranks with torchrun")
+    if timeout_s is None:
+        raw = os.environ.get("MAGE_RENDEZVOUS_TIMEOUT_S", str(RENDEZVOUS_TIMEOUT_S))
+        try:
+            timeout_s = float(raw)
+        except ValueError:
+            raise ValueError(f"MAGE_RENDEZVOUS_TIMEOUT_S={raw!r} is not a number of seconds") from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((addr, int(port)), timeout=min(5.0, max(timeout_s, 0.1))):
+                return
+        except OSError as err:
+            if time.monotonic() >= deadline:
+                raise RendezvousError(
+                    f"rank {os.environ['RANK']} cannot reach the other ranks: nothing answered at the rendezvous "
+                    f"MASTER_ADDR:MASTER_PORT = {addr}:{port} for {timeout_s:g} s ({err.strerror or err}); start "
+                    "every node's launcher with the same rendezvous endpoint, reachable from this node (address, "
+                    "firewall), or raise MAGE_RENDEZVOUS_TIMEOUT_S if rank 0 starts later") from None
+        time.sleep(0.5)
+
+
 def launch_command(ranks: int, module_args: Sequence[str]) -> list[str]:
     """The command that runs ``python -m mage_core <module_args>`` as ``ranks``
     processes on this node: ``torchrun --standalone`` (a local rendezvous on a free

@@ -302,6 +302,9 @@ class MetaRLTrainer:
 
         metas = self.rollout(self.sample_specs(rng), self.train_settings, self.train_sampling(), torch_rng)
         rollout_s = time.perf_counter() - started
+        sleeping = self.cfg.backend.vllm_sleep  # (GPU only) the colocated engine's memory goes to the update
+        if sleeping:
+            self.generator.sleep(level=2)  # type: ignore[attr-defined]  # weights dropped: the sync refills them
 
         samples = build_samples(metas, self.advantage_settings)
         samples_s = time.perf_counter() - started - rollout_s
@@ -339,7 +342,12 @@ class MetaRLTrainer:
                 keys = [key for key in TOKEN_MEAN_METRICS if key in metrics_step]
                 step_metrics.append(self.ranks.token_mean(metrics_step, metrics_step["num_tokens"], keys))
         update_s = time.perf_counter() - started - rollout_s - samples_s - logprobs_s
+        if sleeping:
+            torch.cuda.empty_cache()  # the update's cached blocks, for vLLM to take back
+            self.generator.wake_up(["weights"])  # type: ignore[attr-defined]
         self.load_policy_state(self.engine.policy_state_dict())
+        if sleeping:
+            self.generator.wake_up(["kv_cache"])  # type: ignore[attr-defined]
 
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.train_settings.num_episodes, unit_scale, unit)

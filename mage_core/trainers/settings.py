@@ -203,6 +203,7 @@ class BackendConfig(Strict):
     gradient_checkpointing: bool = False
     logits_chunk_tokens: NonNegativeInt = 0
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.5
+    vllm_sleep: bool = False
     openai: OpenAIEndpointConfig = OpenAIEndpointConfig()
 
     @model_validator(mode="after")
@@ -216,6 +217,9 @@ class BackendConfig(Strict):
         if self.gpus > 0 and self.ranks != self.gpus:
             raise ValueError(f"ranks: {self.ranks} with gpus: {self.gpus}: one training rank per GPU; set ranks: "
                              f"{self.gpus}")
+        if self.vllm_sleep and (self.generator != "vllm" or self.gpus == 0):
+            raise ValueError("vllm_sleep: frees a colocated vLLM engine's GPU memory during each update; it needs "
+                             "generator 'vllm' and gpus > 0 (vLLM's sleep mode is CUDA, ROCm or XPU only)")
         if self.offload_optimizer and self.engine != "deepspeed":
             raise ValueError("offload_optimizer: needs engine 'deepspeed' (the torch engine keeps its optimizer "
                              "where the model is)")

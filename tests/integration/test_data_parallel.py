@@ -194,3 +194,25 @@ def test_a_launcher_with_another_world_size_is_refused(tmp_path: Path) -> None:
     assert "backend.ranks 2, but the launcher started 3 process(es) (WORLD_SIZE); set backend.ranks: 3" in " ".join(
         done.stderr.split())
     assert not (tmp_path / "run").exists()
+
+
+def test_a_rank_that_cannot_reach_the_others_stops_naming_the_address(tmp_path: Path) -> None:
+    # Rank 1 of a two-node launch whose rendezvous address answers nothing (a port no one listens on).
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    write_params(tmp_path, ranks=2)
+    env = clean_env(WORLD_SIZE="2", RANK="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                    MAGE_RENDEZVOUS_TIMEOUT_S="3")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", "run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    message = " ".join(done.stderr.split())
+    assert (f"ranks cannot meet: rank 1 cannot reach the other ranks: nothing answered at the rendezvous "
+            f"MASTER_ADDR:MASTER_PORT = 127.0.0.1:{port} for 3 s") in message, done.stderr[-2000:]
+    assert "raise MAGE_RENDEZVOUS_TIMEOUT_S" in message and "Traceback" not in done.stderr
+    assert time.monotonic() - started < 60  # not torch's 30-minute store timeout
+    assert not (tmp_path / "run").exists()

@@ -96,6 +96,16 @@ def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> Non
     # 8 rows x 4096 response positions at once: 64.91 GiB of logits.
     assert re.search(r"logits \(dense\)\s+64\.91 GiB", dense.stdout)
     assert "training step: 103.0 GiB + vLLM's 36.0 GiB" in dense.stdout and "does not fit" in dense.stdout
+    # vLLM asleep during the update: the step may use the GPU, vLLM may take 0.7 of it for the rollout
+    # beside the weights, gradient and optimizer shards and the reference policy (7.49 + 0.94 + 5.62 + 7.49).
+    asleep = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.vllm_sleep=true",
+                    "--set", "backend.gpu_memory_utilization=0.7")
+    assert ("training step: 40.1 GiB (vLLM asleep, backend.vllm_sleep); rollout: vLLM's 56.0 GiB + the training "
+            "state's 21.5 GiB against an H100 80 GiB (no GPU visible here): fits") in " ".join(asleep.stdout.split())
+    # vLLM on Ray actors: their GPUs are their own; the stage's process keeps an HF copy (2P bytes).
+    actors = doctor(project, "--profile", "paper_kuhn_poker", "--set", "rollout.workers=8")
+    assert ("training step: 40.1 GiB + 7.5 GiB of HF rollout copy (vLLM on 8 Ray actor(s), a GPU each) against "
+            "an H100 80 GiB (no GPU visible here): fits") in " ".join(actors.stdout.split())
 
 
 def test_training_with_a_backend_not_installed_stops_before_writing(project: Path) -> None:

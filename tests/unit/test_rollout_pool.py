@@ -138,3 +138,18 @@ def test_where_rollouts_run_is_not_part_of_a_runs_identity() -> None:
     base = config_digest(parse_config({}))
     assert config_digest(parse_config({"rollout": {"workers": 2, "ray_address": "auto"}})) == base
     assert config_digest(parse_config({"rollout": {"temperature": 0.5}})) != base
+
+
+def test_vllm_sleep_needs_a_colocated_vllm_engine_on_gpus() -> None:
+    gpu = {"generator": "vllm", "engine": "deepspeed", "gpus": 2, "ranks": 2, "vllm_sleep": True}
+    cfg = parse_config({"backend": gpu})
+    assert cfg.backend.vllm_sleep and cfg.vllm_engine()["enable_sleep_mode"] is True
+    assert parse_config({}).vllm_engine() == {"dtype": "float32", "seed": parse_config({}).seed,
+                                              "gpu_memory_utilization": 0.5, "enable_sleep_mode": False}
+    sleep_needs = ("backend: vllm_sleep: frees a colocated vLLM engine's GPU memory during each update; it needs "
+                   "generator 'vllm' and gpus > 0 (vLLM's sleep mode is CUDA, ROCm or XPU only)")
+    assert _problems({"backend": {"generator": "vllm", "vllm_sleep": True}}) == [sleep_needs]  # a CPU run
+    assert _problems({"backend": {**gpu, "generator": "hf"}}) == [sleep_needs]
+    assert _problems({"backend": gpu, "rollout": {"workers": 2}}) == [
+        "backend.vllm_sleep: the vLLM engines of rollout.workers run on Ray actors, beside no training step; set "
+        "backend.vllm_sleep: false (or rollout.workers: 0)"]
