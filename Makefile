@@ -68,7 +68,7 @@ $(VLLM_VENV)/.installed: pyproject.toml
 
 vllm-env: $(VLLM_VENV)/.installed
 
-## test-vllm: the VLLMGenerator and vLLM train/evaluate stage tests on real vLLM (CPU build, tiny model; ~3 min)
+## test-vllm: the VLLMGenerator and vLLM train/evaluate stage tests on real vLLM (CPU build, tiny model; ~10 min)
 test-vllm: vllm-env
 	$(VLLM_RUN) $(VLLM_PY) -m pytest -m vllm tests/vllm
 
