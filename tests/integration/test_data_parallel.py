@@ -11,7 +11,6 @@ and ``--resume auto`` ends at the uninterrupted run's parameters.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ import torch
 import yaml
 
 from mage_core.trainers.checkpoint import CheckpointManager
+from tests.rankcases import clean_env, final_weights
 
 pytestmark = pytest.mark.integration
 
@@ -50,28 +50,10 @@ def write_params(folder: Path, **backend: Any) -> Path:
     return path
 
 
-#: What an in-process DeepSpeed test leaves in this process's environment (its rank-0-of-1 group's
-#: address and port): a `mage train` started from here must not inherit it.
-LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
-    return {**env, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", **extra}
-
-
 def mage_train(folder: Path, out: str, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = clean_env()
     return subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", out,
                            *extra], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def final_weights(out: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    latest = CheckpointManager(out / "checkpoints").latest()
-    assert latest is not None
-    return {k: v for k, v in load_file(str(latest / "model.safetensors")).items() if k.startswith("policy/")}
 
 
 def iteration_lines(out: Path) -> list[dict[str, Any]]:

@@ -24,16 +24,14 @@ vllm = pytest.importorskip("vllm", reason="needs the vLLM CPU test environment (
 pytest.importorskip("deepspeed", reason="needs DeepSpeed in the vLLM test environment (make vllm-env installs it)")
 
 import json  # noqa: E402
-import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from mage_core.trainers.checkpoint import CheckpointManager  # noqa: E402
+from tests.rankcases import clean_env, final_weights  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 
@@ -48,8 +46,6 @@ PARAMS: dict[str, Any] = {
     "tournament": {"matches": []},
     "tracking": {"mlflow": False},
 }
-#: A launcher's variables a `mage train` started from here must not inherit.
-LAUNCH_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 def run_train(folder: Path, workers: int = 0, **backend: Any) -> subprocess.CompletedProcess[str]:
@@ -58,18 +54,8 @@ def run_train(folder: Path, workers: int = 0, **backend: Any) -> subprocess.Comp
     data["rollout"] = {"workers": workers}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "params.yaml").write_text(yaml.safe_dump(data))
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
-    env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", "params.yaml", "--out", "run"],
-                          cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-
-
-def final_weights(out: Path) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    latest = CheckpointManager(out / "checkpoints").latest()
-    assert latest is not None
-    return {k: v for k, v in load_file(str(latest / "model.safetensors")).items() if k.startswith("policy/")}
+                          cwd=folder, env=clean_env(), capture_output=True, text=True, timeout=900)
 
 
 def rollout_lines(out: Path) -> list[dict[str, float]]:
