@@ -22,7 +22,9 @@ from pydantic import (
     model_validator,
 )
 
-from mage_core.opponents.population import PopulationEntry, preset
+from mage_core.opponents.kuhn_families import KuhnFamily, member_name
+from mage_core.opponents.kuhn_families import members as family_members
+from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
 from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Strict
 from mage_core.trainers.presets import GAME_VALUES, PRESET_POPULATIONS
@@ -176,11 +178,34 @@ class KuhnStrategyConfig(Strict):
     Kb: Probability
 
 
+class KuhnFamilyConfig(Strict):
+    """A generated family of Kuhn opponents (``mage_core.opponents.kuhn_families``):
+    ``count`` behaviour strategies ``<family>-<i>``, each information set's P(BET)
+    drawn from Beta(alpha, beta) and rounded to a multiple of 1/grid, member i from
+    its own stream seeded by (seed, i). A population entry or an OOD suite naming
+    the family stands for all its members, the entry's weight split evenly."""
+
+    count: Annotated[int, Field(ge=1, le=4096)]
+    seed: NonNegativeInt = 0
+    prior: Literal["beta"] = "beta"
+    alpha: Annotated[float, Field(gt=0)] = 1.0
+    beta: Annotated[float, Field(gt=0)] = 1.0
+    grid: Annotated[int, Field(ge=1, le=10_000)] = 100
+
+    def family(self) -> KuhnFamily:
+        return KuhnFamily(**self.model_dump())
+
+
+#: A family's name: members are ``<name>-<i>``.
+FamilyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+
+
 class OpponentsConfig(Strict):
     mcts_uct_c: Annotated[float, Field(gt=0)] = 1.4
     mcts_solver: bool = True
     cfr_iterations: PositiveInt = 10_000
     kuhn_strategies: dict[str, KuhnStrategyConfig] = {}
+    kuhn_families: dict[FamilyName, KuhnFamilyConfig] = {}
 
     @field_validator("kuhn_strategies")
     @classmethod
@@ -190,13 +215,43 @@ class OpponentsConfig(Strict):
             raise ValueError(f"{shadowing} shadow built-in opponents; choose other names")
         return v
 
+    @model_validator(mode="after")
+    def _families_named_apart(self) -> "OpponentsConfig":
+        problems = []
+        for name, spec in self.kuhn_families.items():
+            taken = [n for n in (name, member_name(name, 0), member_name(name, spec.count - 1))
+                     if check_opponent_name("kuhn_poker", n) is None or n in self.kuhn_strategies]
+            taken += [f"the population preset {name}"] if name in PRESETS["kuhn_poker"] else []
+            if taken:
+                problems.append(f"kuhn_families.{name}: its names ({name}, {member_name(name, 0)} .. "
+                                f"{member_name(name, spec.count - 1)}) clash with {', '.join(taken)}; choose another name")
+        if problems:  # (two families never share a name: a family's name has no "-")
+            raise ValueError("; ".join(problems))
+        return self
+
     def settings(self) -> OpponentSettings:
+        strategies: dict[str, Any] = {name: s.model_dump() for name, s in self.kuhn_strategies.items()}
+        for name, spec in self.kuhn_families.items():
+            strategies.update(family_members(name, spec.family()))
         return OpponentSettings(
             mcts_uct_c=self.mcts_uct_c,
             mcts_solver=self.mcts_solver,
             cfr_iterations=self.cfr_iterations,
-            kuhn_strategies={name: s.model_dump() for name, s in self.kuhn_strategies.items()},
+            kuhn_strategies=strategies,
         )
+
+
+def expand_families(entries: Sequence[Any], families: Mapping[str, int], make: Any) -> list[Any]:
+    """Population entries with every entry naming a family replaced by one entry per
+    member (``make(opponent, weight, seat)``), the weight split evenly; others kept."""
+    out = []
+    for e in entries:
+        count = families.get(e.opponent)
+        if count is None:
+            out.append(e)
+        else:
+            out += [make(member_name(e.opponent, i), e.weight / count, e.seat) for i in range(count)]
+    return out
 
 
 class PopulationEntryConfig(Strict):
@@ -225,6 +280,18 @@ class KuhnPokerEntry(PopulationEntryConfig):
     game: ClassVar[str] = "kuhn_poker"
 
 
+def _family_as_entries(spec: Any, info: ValidationInfo) -> Any:
+    """A Kuhn population given as a family's name: the family, whole (one entry, weight 1)."""
+    if isinstance(spec, str) and spec in (info.context or {}).get("kuhn_families", {}):
+        return [{"opponent": spec}]
+    return spec
+
+
+def _kuhn_entry(opponent: str, weight: float, seat: str) -> KuhnPokerEntry:
+    """A family member's entry (its name is valid by construction)."""
+    return KuhnPokerEntry.model_construct(opponent=opponent, weight=weight, seat=seat)
+
+
 def _check_preset(game: str, spec: Any) -> Any:
     if isinstance(spec, str):
         try:
@@ -245,9 +312,16 @@ class PopulationConfig(Strict):
     def _ttt(cls, v: Any) -> Any:
         return _check_preset("tic_tac_toe", v)
 
+    @field_validator("kuhn_poker", mode="before")
+    @classmethod
+    def _family_name(cls, v: Any, info: ValidationInfo) -> Any:
+        return _family_as_entries(v, info)
+
     @field_validator("kuhn_poker")
     @classmethod
-    def _kuhn(cls, v: Any) -> Any:
+    def _kuhn(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, list):  # a family stands for its members
+            return expand_families(v, (info.context or {}).get("kuhn_families", {}), _kuhn_entry)
         return _check_preset("kuhn_poker", v)
 
     def entries(self, game: TwoPlayerGame) -> list[PopulationEntry]:
@@ -293,6 +367,18 @@ class OodSuitesConfig(Strict):
                                                     "three_boxes": SokobanSuiteConfig(num_boxes=3)}
     webshop: dict[SuiteName, WebShopSuiteConfig] = {"unseen_categories": WebShopSuiteConfig()}
     alfworld: dict[SuiteName, AlfWorldSuiteConfig] = {"unseen_floor_plans": AlfWorldSuiteConfig()}
+
+    @field_validator("kuhn_poker", mode="before")
+    @classmethod
+    def _family_names(cls, v: Any, info: ValidationInfo) -> Any:
+        return {name: _family_as_entries(spec, info) for name, spec in v.items()} if isinstance(v, dict) else v
+
+    @field_validator("kuhn_poker")
+    @classmethod
+    def _kuhn_families(cls, v: Any, info: ValidationInfo) -> Any:
+        families = (info.context or {}).get("kuhn_families", {})
+        return {name: expand_families(spec, families, _kuhn_entry) if isinstance(spec, list) else spec
+                for name, spec in v.items()}
 
     def entries(self, game: TwoPlayerGame, name: str) -> list[PopulationEntry]:
         spec = getattr(self, game)[name]
@@ -551,9 +637,18 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(source, [f"<root>: expected a mapping of keys, got {type(data).__name__}"])
-    strategies: Any = data.get("opponents", {})
-    strategies = strategies.get("kuhn_strategies", {}) if isinstance(strategies, dict) else {}
-    context = {"kuhn_strategies": strategies if isinstance(strategies, dict) else {}}
+    opponents: Any = data.get("opponents", {})
+    opponents = opponents if isinstance(opponents, dict) else {}
+    strategies = opponents.get("kuhn_strategies", {})
+    strategies = dict(strategies) if isinstance(strategies, dict) else {}
+    families = opponents.get("kuhn_families", {})
+    # A family's name and its members' are opponent names (a bad count is reported by opponents.kuhn_families).
+    counts = {name: spec["count"] for name, spec in (families.items() if isinstance(families, dict) else ())
+              if isinstance(name, str) and isinstance(spec, dict) and isinstance(spec.get("count"), int)
+              and not isinstance(spec["count"], bool) and 1 <= spec["count"] <= 4096}
+    for name, count in counts.items():
+        strategies.update({name: {}, **{member_name(name, i): {} for i in range(count)}})
+    context = {"kuhn_strategies": strategies, "kuhn_families": counts}
     try:
         return Config.model_validate(data, context=context)
     except ValidationError as err:

@@ -8,8 +8,10 @@ tic_tac_toe    ``random``, ``minimax``, ``mcts-<simulations>``, ``pattern-<order
 kuhn_poker     ``random``, ``conservative``, ``aggressive``, ``intermediate``,
                ``equilibrium-<alpha>`` (alpha a fraction in [0, 1/3], e.g. ``1/6``),
                ``cfr`` (sampled CFR average strategy), ``cfr_argmax`` (its argmax:
-               what the reference code calls CFR), and every behaviour strategy
-               defined under ``opponents.kuhn_strategies`` in params.yaml
+               what the reference code calls CFR), every behaviour strategy
+               defined under ``opponents.kuhn_strategies`` in params.yaml, and
+               ``<family>-<i>``, the members of the generated families of
+               ``opponents.kuhn_families`` (``mage_core.opponents.kuhn_families``)
 =============  ===================================================================
 
 ``check_opponent_name`` only parses (cheap, used by config validation);
@@ -59,8 +61,27 @@ def valid_names(game: str, custom: Mapping[str, object] = {}) -> list[str]:
     if game == "tic_tac_toe":
         return ["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
     if game == "kuhn_poker":
-        return ["random", *KUHN_ARCHETYPES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax", *custom]
+        return ["random", *KUHN_ARCHETYPES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
+                *_collapse_members(custom)]
     raise ValueError(f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}")
+
+
+def _collapse_members(names: Mapping[str, object]) -> list[str]:
+    """Custom names with a generated family's members shown as one range: ``f``, ``f-<0..63>``."""
+    counts: dict[str, int] = {}
+    for name in names:
+        family, _, index = name.rpartition("-")
+        if family in names and index.isdigit():
+            counts[family] = counts.get(family, 0) + 1
+    out = []
+    for name in names:
+        family, _, index = name.rpartition("-")
+        if family in counts and index.isdigit():
+            continue
+        out.append(name)
+        if name in counts:
+            out.append(f"{name}-<0..{counts[name] - 1}>")
+    return out
 
 
 def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {}) -> str | None:

@@ -1,0 +1,75 @@
+"""Generated Kuhn Poker opponents: families of behaviour strategies drawn from a prior (issue 15).
+
+A family (``opponents.kuhn_families`` in params.yaml) is a seeded draw of
+``count`` behaviour strategies, named ``<family>-<i>`` for i = 0 .. count-1. Member
+i's P(BET) at each of the 12 information sets (``ALL_INFOSETS`` order) is an
+independent draw from Beta(alpha, beta), rounded to a multiple of 1/grid, from its
+own stream ``numpy.random.default_rng([seed, i])``: a member does not depend on the
+family's size, and two families with other seeds share no stream. The rounding
+keeps every probability an exact fraction, so the exact analysis
+(``mage_core.envs.kuhn_poker.analysis``) applies to every member and to the family
+as a finite prior (each member weighted 1/count).
+
+Beta(1, 1) is uniform over [0, 1]; alpha = beta < 1 pushes players towards pure
+choices (near-deterministic, easy to read once seen); large alpha = beta makes
+them all close to the uniform random player.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+from mage_core.envs.kuhn_poker.rules import ALL_INFOSETS
+
+#: Priors a family may be drawn from.
+PRIORS = ("beta",)
+
+
+@dataclass(frozen=True)
+class KuhnFamily:
+    """How a family is drawn (the fields of ``opponents.kuhn_families.<name>``)."""
+
+    count: int
+    seed: int = 0
+    prior: Literal["beta"] = "beta"
+    alpha: float = 1.0
+    beta: float = 1.0
+    grid: int = 100
+
+    def __post_init__(self) -> None:
+        problems = []
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            problems.append(f"count must be an int >= 1, got {self.count!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            problems.append(f"seed must be an int >= 0, got {self.seed!r}")
+        if self.prior not in PRIORS:
+            problems.append(f"prior must be one of {', '.join(PRIORS)}, got {self.prior!r}")
+        for key in ("alpha", "beta"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                problems.append(f"{key} must be a number > 0, got {value!r}")
+        if isinstance(self.grid, bool) or not isinstance(self.grid, int) or self.grid < 1:
+            problems.append(f"grid must be an int >= 1, got {self.grid!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+def member_name(family: str, index: int) -> str:
+    return f"{family}-{index}"
+
+
+def member(family: KuhnFamily, index: int) -> dict[str, Fraction]:
+    """P(BET) per information set of member ``index`` (exact fractions on the grid)."""
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < family.count:
+        raise ValueError(f"member index must be an int in [0, {family.count}), got {index!r}")
+    draws = np.random.default_rng([family.seed, index]).beta(family.alpha, family.beta, size=len(ALL_INFOSETS))
+    return {key: Fraction(int(round(float(p) * family.grid)), family.grid) for key, p in zip(ALL_INFOSETS, draws)}
+
+
+def members(name: str, family: KuhnFamily) -> dict[str, dict[str, Fraction]]:
+    """Every member of the family ``name``: ``{"<name>-<i>": P(BET) table}``, in index order."""
+    return {member_name(name, i): member(family, i) for i in range(family.count)}
