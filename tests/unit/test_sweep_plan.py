@@ -66,7 +66,8 @@ def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor)"),
+    ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor, "
+                       "opponent_population)"),
     ({}, "name a grid of sweep.grids"),
     ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
     ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
@@ -77,3 +78,19 @@ def test_bad_requests_are_named(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         plan(PARAMS, **kwargs)
     assert any(message in problem for problem in caught.value.problems), caught.value.problems
+
+
+def test_the_opponent_population_grid_trains_on_archetypes_or_a_family_and_tests_on_another() -> None:
+    from mage_core.config import parse_config, run_data
+
+    sweep = plan(PARAMS, "opponent_population")
+    assert [p.name for p in sweep.points] == ["paper", "generated"]
+    configs = [parse_config(run_data(p.params, p.name, p.name)) for p in sweep.points]
+    trained_on = [[e.opponent for e in cfg.population.entries("kuhn_poker")] for cfg in configs]
+    assert trained_on[0] == ["conservative", "aggressive", "intermediate"]
+    assert trained_on[1] == [f"generated-{i}" for i in range(32)]
+    for cfg in configs:  # the same held-out suite for both, no member of which was trained on
+        held_out = [e.opponent for e in cfg.evaluation.ood.entries("kuhn_poker", "generated_held_out")]
+        assert held_out == [f"generated_held_out-{i}" for i in range(32)]
+        tables = cfg.opponents.settings().kuhn_strategies
+        assert not {tuple(tables[n].values()) for n in held_out} & {tuple(tables[n].values()) for n in trained_on[1]}
