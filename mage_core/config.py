@@ -219,8 +219,8 @@ class OpponentsConfig(Strict):
     def _families_named_apart(self) -> "OpponentsConfig":
         problems = []
         for name, spec in self.kuhn_families.items():
-            taken = [n for n in (name, member_name(name, 0), member_name(name, spec.count - 1))
-                     if check_opponent_name("kuhn_poker", n) is None or n in self.kuhn_strategies]
+            names = (name, *(member_name(name, i) for i in range(spec.count)))
+            taken = [n for n in names if check_opponent_name("kuhn_poker", n) is None or n in self.kuhn_strategies]
             taken += [f"the population preset {name}"] if name in PRESETS["kuhn_poker"] else []
             if taken:
                 problems.append(f"kuhn_families.{name}: its names ({name}, {member_name(name, 0)} .. "

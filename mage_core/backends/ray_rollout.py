@@ -6,10 +6,11 @@ and its weights. With ``backend.generator: vllm`` (the pool's ``vllm``
 arguments) each actor runs a vLLM engine instead: the model is written from
 those weights to a folder on the actor's node and vLLM loads it there, with
 ``gpus_per_worker`` GPUs of the cluster for the actor (one per engine on GPU
-nodes; 0 on a CPU); the stage's own process then holds no vLLM engine. The weights reach the actors by weight sync: ``ray.put`` of
-the state dict once, then every actor copies it into its model
-(``HFGenerator.load_policy_state``, in place); the pool does this once at start
-with the driver generator's weights and again after every update.
+nodes; 0 on a CPU); the stage's own process then holds no vLLM engine. The
+weights reach the actors by weight sync: ``ray.put`` of the state dict once,
+then every actor loads it into its generator in place (``load_policy_state``);
+the pool does this after every update, and once at start for HF actors (a vLLM
+actor's engine is built from the driver generator's weights already).
 
 A rollout (``mage_core.rollout.pool.RolloutJob``: specs, settings, sampling,
 one seed per meta-episode) is split into contiguous shares, one per actor; each

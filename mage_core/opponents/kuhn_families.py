@@ -17,6 +17,7 @@ them all close to the uniform random player.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -66,8 +67,14 @@ def member(family: KuhnFamily, index: int) -> dict[str, Fraction]:
     """P(BET) per information set of member ``index`` (exact fractions on the grid)."""
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < family.count:
         raise ValueError(f"member index must be an int in [0, {family.count}), got {index!r}")
-    draws = np.random.default_rng([family.seed, index]).beta(family.alpha, family.beta, size=len(ALL_INFOSETS))
-    return {key: Fraction(int(round(float(p) * family.grid)), family.grid) for key, p in zip(ALL_INFOSETS, draws)}
+    return dict(zip(ALL_INFOSETS, _draw(family.seed, index, family.alpha, family.beta, family.grid)))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _draw(seed: int, index: int, alpha: float, beta: float, grid: int) -> tuple[Fraction, ...]:
+    """One member's 12 probabilities (cached: every stage reads the opponents' settings more than once)."""
+    draws = np.random.default_rng([seed, index]).beta(alpha, beta, size=len(ALL_INFOSETS))
+    return tuple(Fraction(int(round(float(p) * grid)), grid) for p in draws)
 
 
 def members(name: str, family: KuhnFamily) -> dict[str, dict[str, Fraction]]:
