@@ -229,7 +229,8 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     saved in ``model_dir`` (``model`` is not needed) and takes every later sync in
     place; with ``rollout.workers`` the vLLM engines run on the Ray rollout actors
     instead, and the stage's process keeps an HF generator on ``model`` for what it
-    plays itself (Kuhn Poker's exact greedy evaluation). ``openai``: a served model behind an OpenAI-compatible endpoint
+    plays itself (Kuhn Poker's exact greedy evaluation). ``openai``: a served model
+    behind an OpenAI-compatible endpoint
     (evaluation only), checked to answer now. ``close()`` it at the end (vLLM's
     engine processes, the endpoint's request threads)."""
     b = cfg.backend
