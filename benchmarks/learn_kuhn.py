@@ -81,8 +81,9 @@ def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int, policy: str 
 
 def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
     from mage_core.envs.kuhn_poker import analysis
+    from mage_core.evaluation.kuhn_ceilings import behaviour, population_mixes
     from mage_core.opponents.population import Population
-    from mage_core.stages.kuhn_analyze import behaviour, population_ceilings, seat_mixes
+    from mage_core.stages.kuhn_analyze import population_ceilings
 
     settings = cfg.opponents.settings()
     entries = cfg.population.entries("kuhn_poker")
@@ -101,7 +102,7 @@ def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, flo
                       analysis.format_fraction(br), f"{ratio:.2f}",
                       *[f"{metrics[f'{group}/pass_at_{i}']:.3f}" for i in range(1, k + 1)])
     console.print(table)
-    ceilings = population_ceilings(seat_mixes(Population(entries), settings), k)[-1]
+    ceilings = population_ceilings(population_mixes(entries, settings), k)[-1]
     restart = cfg.rollout.restart
     bayes = ceilings[f"Bayes K={k} {restart}"]
     final = metrics[f"eval/all/chips_ep{k}"]

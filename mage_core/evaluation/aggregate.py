@@ -46,7 +46,8 @@ MISSING = "—"
 EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat", "unit", "episode",
                    "num_meta_episodes", "success", "success_low", "success_high", "draw", "draw_low", "draw_high",
                    "score", "score_low", "score_high", "score_exact", "pass_at", "pass_at_low", "pass_at_high",
-                   "best_response_value", "exploitation_ratio")
+                   "best_response_value", "exploitation_ratio", "ceiling_best_fixed", "ceiling_passive",
+                   "ceiling_adaptive", "ceiling_known")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
                     "iterations", "best_score", "best_iteration")
@@ -59,7 +60,9 @@ _PER_EPISODE = re.compile(r"^(success|draw|chips_exact|chips|reward)_ep(\d+)(_lo
 _EPISODE_COLUMN = {"success": "success", "draw": "draw", "chips": "score", "reward": "score",
                    "chips_exact": "score_exact"}
 _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
-_GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio")
+#: Per group, not per episode index; Kuhn's exact ceilings are the ``all`` group's (``kuhn_ceilings``).
+_GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio", "ceiling_best_fixed",
+                  "ceiling_passive", "ceiling_adaptive", "ceiling_known")
 
 
 class RunTables(NamedTuple):

@@ -10,7 +10,9 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
 - ``metrics.json``: per suite, per (opponent, seat) and population-weighted:
   mean reward (Kuhn: chips) and success/draw rate per episode index, Pass@k,
   each with a 95% interval; for Kuhn the exact best-response value and the
-  exploitation ratio (final-episode chips over it), and, for suites of
+  exploitation ratio (final-episode chips over it), the suite's exact final-hand
+  ceilings (``all/ceiling_*``: best fixed strategy, play fixed then respond,
+  Bayes-optimal, opponent known; ``mage_core.evaluation.kuhn_ceilings``), and, for suites of
   deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
   every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
@@ -62,13 +64,22 @@ def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
     return moves * worst_move, best_total + moves * max(s.step_penalty, 0.0)
 
 
-def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int) -> dict[str, float]:
-    """Exact best-response value per (opponent, seat) and the exploitation ratio."""
+def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str
+                      ) -> dict[str, float]:
+    """Exact best-response value per (opponent, seat), the exploitation ratio, and
+    the suite's exact ceilings (``all/ceiling_*``: ``evaluation.kuhn_ceilings``) for
+    ``k`` hands with ``restart`` deals; beyond ``MAX_EXACT_HANDS`` hands the
+    ceilings are left out (and the console says so)."""
     from mage_core.envs.kuhn_poker import analysis
-    from mage_core.stages.kuhn_analyze import behaviour
+    from mage_core.evaluation.kuhn_ceilings import MAX_EXACT_HANDS, behaviour, ceiling_metrics, suite_ceilings
 
     settings = cfg.opponents.settings()
     out: dict[str, float] = {}
+    if k <= MAX_EXACT_HANDS:
+        out.update(ceiling_metrics(suite_ceilings(suite.entries, settings, k, restart)))
+    else:
+        console.print(f"{suite.name}: no exact ceilings for {k} hands (computed up to {MAX_EXACT_HANDS}; "
+                      f"`mage kuhn analyze --meta-hands {k}` computes them without a limit)")
     for opponent, seat in sorted(suite.weights() or {}):
         group = f"{opponent}/{SEAT_NAMES[seat]}"
         value = float(analysis.best_response([(1, behaviour(opponent, settings))], seat)[0])
@@ -125,7 +136,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             rows += suite_rows
             summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
             if game == "kuhn_poker":
-                summary.update(kuhn_exploitation(cfg, suite, summary, k))
+                summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart))
                 # The greedy policy's exact value where the suite's opponents are deterministic.
                 exact = trainer.evaluate_exact(list(suite.entries))
                 summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})

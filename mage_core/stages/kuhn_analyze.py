@@ -2,9 +2,10 @@
 
 Per opponent: the best-response value and strategy in each seat. For the
 configured Kuhn population: per seat the best single fixed strategy, the value
-of knowing the opponent, and the Bayes-optimal final-hand value of a
-meta-episode (fresh deal each hand, and the same deal replayed), then the
-seat-weighted total (METHOD.md section 11). All values are exact fractions.
+of knowing the opponent, the final hand of a "play fixed, then respond" agent
+(no probing) and the Bayes-optimal final-hand value of a meta-episode (fresh deal
+each hand, and the same deal replayed), then the seat-weighted total (METHOD.md
+section 11; ``mage_core.evaluation.kuhn_ceilings``). All values are exact fractions.
 """
 
 from __future__ import annotations
@@ -17,30 +18,28 @@ from rich.table import Table
 
 from mage_core.config import ConfigError, load_config
 from mage_core.envs.kuhn_poker import analysis
+from mage_core.evaluation.kuhn_ceilings import behaviour, population_mixes
 from mage_core.opponents.kuhn import BehaviourStrategy
-from mage_core.opponents.population import Population
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name, make_opponent
 
 SEAT_NAMES = {0: "first", 1: "second"}
 
 
-def behaviour(name: str, settings: OpponentSettings) -> BehaviourStrategy:
-    opponent = make_opponent("kuhn_poker", name, settings)
-    assert isinstance(opponent, BehaviourStrategy)  # every Kuhn opponent is one (registry)
-    return opponent
-
-
 def population_ceilings(
-    seat_mixes: dict[int, tuple[Fraction, list[tuple[Fraction, BehaviourStrategy]]]], num_hands: int
+    mixes: dict[int, tuple[Fraction, list[tuple[Fraction, BehaviourStrategy]]]], num_hands: int
 ) -> list[dict[str, object]]:
     """Rows per agent seat and the seat-weighted total.
 
-    ``seat_mixes``: seat -> (probability of the seat, opponent mix given the seat).
+    ``mixes``: seat -> (probability of the seat, opponent mix given the seat)
+    (``kuhn_ceilings.population_mixes``).
     """
     measures: dict[str, Callable[[list, int], Fraction]] = {
         "best fixed strategy": lambda mix, seat: analysis.best_response(mix, seat)[0],
         "opponent known": lambda mix, seat: analysis.type_known_value(mix, seat),
     }
+    for restart in ("fresh", "same") if num_hands > 0 else ():
+        measures[f"passive K={num_hands} {restart}"] = lambda mix, seat, r=restart: analysis.passive_meta_value(
+            mix, num_hands, r, seat)
     if num_hands > 0:
         measures[f"Bayes K={num_hands} fresh"] = lambda mix, seat: analysis.bayes_optimal_meta_value(
             mix, num_hands, "fresh", seat)
@@ -48,7 +47,7 @@ def population_ceilings(
             mix, num_hands, "same", seat)
     rows: list[dict[str, object]] = []
     total = {name: Fraction(0) for name in measures}
-    for seat, (p_seat, mix) in sorted(seat_mixes.items()):
+    for seat, (p_seat, mix) in sorted(mixes.items()):
         row: dict[str, object] = {"seat": SEAT_NAMES[seat], "probability": p_seat}
         for name, fn in measures.items():
             value = fn(mix, seat)
@@ -57,19 +56,6 @@ def population_ceilings(
         rows.append(row)
     rows.append({"seat": "all (weighted)", "probability": Fraction(1), **total})
     return rows
-
-
-def seat_mixes(population: Population, settings: OpponentSettings
-               ) -> dict[int, tuple[Fraction, list[tuple[Fraction, BehaviourStrategy]]]]:
-    """Split the population's (opponent, seat) probabilities by the agent's seat."""
-    probs = {key: Fraction(p).limit_denominator(10**6) for key, p in population.probabilities().items()}
-    out = {}
-    for seat in (0, 1):
-        pairs = [(p, name) for (name, s), p in probs.items() if s == seat and p > 0]
-        p_seat = sum((p for p, _ in pairs), Fraction(0))
-        if p_seat > 0:
-            out[seat] = (p_seat, [(p / p_seat, behaviour(name, settings)) for p, name in pairs])
-    return out
 
 
 def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3,
@@ -99,7 +85,7 @@ def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3
     console.print(table)
     if not opponents:
         spec = cfg.population.kuhn_poker
-        rows = population_ceilings(seat_mixes(Population(entries), settings), meta_hands)
+        rows = population_ceilings(population_mixes(entries, settings), meta_hands)
         title = (f"Population '{spec if isinstance(spec, str) else 'custom'}': final-hand chips per hand "
                  "(best fixed = no adaptation; Bayes = best adaptive agent, only the last hand counts)")
         pop_table = Table(title=title)

@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from mage_core.opponents.population import Population, PopulationEntry, preset
+from mage_core.evaluation.kuhn_ceilings import population_mixes
+from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings
-from mage_core.stages.kuhn_analyze import population_ceilings, run, seat_mixes
+from mage_core.stages.kuhn_analyze import population_ceilings, run
 
 pytestmark = pytest.mark.unit
 
 
 def total_row(entries: list[PopulationEntry]) -> dict[str, object]:
-    rows = population_ceilings(seat_mixes(Population(entries), OpponentSettings()), num_hands=3)
+    rows = population_ceilings(population_mixes(entries, OpponentSettings()), num_hands=3)
     assert rows[-1]["seat"] == "all (weighted)"
     return rows[-1]
 
@@ -26,6 +27,9 @@ def test_paper_population_ceilings() -> None:
     assert row["opponent known"] == Fraction(11, 40)
     assert row["Bayes K=3 fresh"] == Fraction(257, 1080)
     assert row["Bayes K=3 same"] == Fraction(23, 60)
+    # Two hands of the best fixed strategy, then a best response: 0.2356 of 0.2380 (issue 15).
+    assert row["passive K=3 fresh"] == Fraction(509, 2160)
+    assert row["passive K=3 same"] == Fraction(7, 30)
 
 
 def test_uniform_population_ceilings() -> None:
@@ -40,7 +44,7 @@ def test_fixed_seat_population_uses_that_seat_only() -> None:
     # Against conservative alone, as the second player: the best response earns 1/3
     # whether or not the agent knows the opponent (METHOD.md section 11).
     rows = population_ceilings(
-        seat_mixes(Population([PopulationEntry("conservative", 1.0, "second")]), OpponentSettings()), 0)
+        population_mixes([PopulationEntry("conservative", 1.0, "second")], OpponentSettings()), 0)
     assert [r["seat"] for r in rows] == ["second", "all (weighted)"]
     assert rows[-1]["best fixed strategy"] == rows[-1]["opponent known"] == Fraction(1, 3)
 

@@ -19,6 +19,7 @@ mapping from infoset string to probability (e.g. the pure strategy returned by
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Callable, Literal, Mapping, Sequence, Union
 
@@ -209,10 +210,12 @@ class _MetaSolver:
     memo. Worlds are (weight, opponent type index, opponent card).
     """
 
-    def __init__(self, tables: list[dict[str, Fraction]], agent_seat: int, restart: Restart) -> None:
+    def __init__(self, tables: list[dict[str, Fraction]], agent_seat: int, restart: Restart,
+                 fixed: Mapping[str, int] | None = None) -> None:
         self._tables = tables
         self._seat = agent_seat
         self._restart = restart
+        self._fixed = fixed  # the agent's move at each infoset in every hand but the last
         self._memo: dict[tuple, Fraction] = {}
 
     def fresh(self, type_weights: tuple[Fraction, ...], hands_left: int) -> Fraction:
@@ -250,6 +253,8 @@ class _MetaSolver:
                 return sum((w * _agent_chips(card, o, self._seat, history) for w, _, o in worlds), Fraction(0))
             return self._next_hand(card, history, worlds, hands_left - 1)
         if len(history) % 2 == self._seat:
+            if self._fixed is not None and hands_left > 1:
+                return self._hand(card, history + (self._fixed[infoset_key(card, history)],), worlds, hands_left)
             return max(self._hand(card, history + (move,), worlds, hands_left) for move in MOVES)
         total = Fraction(0)
         for move in MOVES:
@@ -297,6 +302,11 @@ def bayes_optimal_meta_value(
     handled: their actions are re-drawn every hand. ``num_hands=1`` gives the
     best fixed strategy's value.
     """
+    return _meta_value(opponent_mix, num_hands, restart, agent_seat, None)
+
+
+def _meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
+                fixed: Mapping[str, int] | None) -> Fraction:
     seat = _check_seat(agent_seat)
     if restart not in _RESTARTS:
         valid = "; ".join(f"{name!r} ({meaning})" for name, meaning in _RESTARTS.items())
@@ -305,7 +315,7 @@ def bayes_optimal_meta_value(
         raise ValueError(f"num_hands must be a positive integer, got {num_hands!r}")
     mix = _normalised_mix(opponent_mix)
     tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
-    solver = _MetaSolver(tables, seat, restart)
+    solver = _MetaSolver(tables, seat, restart, fixed)
     if restart == "fresh":
         return solver.fresh(tuple(weight for weight, _ in mix), num_hands)
     total = Fraction(0)
@@ -313,6 +323,54 @@ def bayes_optimal_meta_value(
         worlds = [(weight * _ONE_SIXTH, t, o) for t, (weight, _) in enumerate(mix) for o in range(3) if o != card]
         total += solver.same(card, worlds, num_hands)
     return total
+
+
+def fixed_then_respond_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
+                             fixed: Mapping[str, int]) -> Fraction:
+    """The final hand's best expected chips for an agent that plays the pure
+    strategy ``fixed`` (infoset -> PASS 0 / BET 1 at the agent seat's six
+    infosets) in every hand but the last, whatever it sees, and then the best
+    response to its exact posterior. Its earlier hands gather only the evidence
+    ``fixed`` happens to reveal: no deliberate probing, no adapting on the way."""
+    seat = _check_seat(agent_seat)
+    missing = [key for key in INFOSETS_BY_SEAT[seat] if key not in fixed]
+    if missing:
+        raise ValueError(f"fixed strategy has no move at seat {seat} infosets {', '.join(missing)}")
+    bad = [key for key in INFOSETS_BY_SEAT[seat] if fixed[key] not in MOVES]
+    if bad:
+        raise ValueError(f"fixed strategy moves must be 0 (PASS) or 1 (BET); not at {', '.join(bad)}")
+    return _meta_value(opponent_mix, num_hands, restart, seat, fixed)
+
+
+def best_fixed_strategies(opponent_mix: OpponentMix, agent_seat: int) -> list[dict[str, int]]:
+    """Every pure strategy that earns the best fixed value against the mix: the
+    best response with each indifferent infoset's choice either way."""
+    _, choices, indifferent = _best_response_details(opponent_mix, agent_seat)
+    free = [key for key in INFOSETS_BY_SEAT[agent_seat] if key in indifferent]
+    out = []
+    for moves in itertools.product(MOVES, repeat=len(free)):
+        out.append({**choices, **dict(zip(free, moves))})
+    return out
+
+
+def passive_meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int) -> Fraction:
+    """The final hand of a "play fixed, then respond" agent that plays, until the
+    last hand, the best fixed strategy against the prior (the non-adaptive
+    agent's play: no hand spent on probing), then best-responds to its posterior.
+    Where several strategies tie for best fixed, the most informative one counts
+    (the maximum), so the gap to ``bayes_optimal_meta_value`` is the least value
+    of deliberate exploration."""
+    return max(fixed_then_respond_value(opponent_mix, num_hands, restart, agent_seat, fixed)
+               for fixed in best_fixed_strategies(opponent_mix, agent_seat))
+
+
+def open_loop_meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int) -> Fraction:
+    """The best "play fixed, then respond" agent over all 64 pure strategies of its
+    seat: probing allowed, but planned in advance (not adapted hand by hand). It
+    equals the Bayes-optimal value for 2 hands."""
+    keys = INFOSETS_BY_SEAT[_check_seat(agent_seat)]
+    return max(fixed_then_respond_value(opponent_mix, num_hands, restart, agent_seat, dict(zip(keys, moves)))
+               for moves in itertools.product(MOVES, repeat=len(keys)))
 
 
 # --------------------------------------------------------------------------- #

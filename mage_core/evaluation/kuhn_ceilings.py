@@ -1,0 +1,137 @@
+"""Exact Kuhn Poker ceilings of an evaluation suite (METHOD.md section 11).
+
+A suite is a weighted set of (opponent, agent seat) pairs. For the opponents it
+holds, with their weights, the final hand of a K-hand meta-episode is bounded by
+exact values that depend only on the suite and the deal protocol:
+
+- ``best_fixed``: the best single fixed strategy, the same against every
+  opponent (no adaptation at all);
+- ``passive``: "play fixed, then respond": the best fixed strategy in every hand
+  but the last, then the best response to what those hands revealed (adaptation
+  without deliberate probing; ``analysis.passive_meta_value``);
+- ``adaptive``: the Bayes-optimal agent, whose earlier hands may probe
+  (``analysis.bayes_optimal_meta_value``); no agent's final hand earns more;
+- ``known``: the opponent's identity given for free (each opponent's best
+  response).
+
+``best_fixed <= passive <= adaptive <= known``; final-hand chips above
+``best_fixed`` are earned by adaptation, and ``adaptive - passive`` is what
+deliberate exploration is worth in this suite. Each value is seat-weighted by the
+suite's own (opponent, seat) probabilities, so it is the ceiling of the suite's
+``all`` figure. ``mage evaluate`` writes them next to every suite's figures
+(``ceiling_<name>`` in the ``all`` group); the report and the ablation summary
+print them next to every Kuhn number.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Mapping, Sequence
+
+from mage_core.envs.kuhn_poker import analysis
+from mage_core.opponents.kuhn import BehaviourStrategy
+from mage_core.opponents.population import Population, PopulationEntry
+from mage_core.opponents.registry import OpponentSettings, make_opponent
+
+#: The ceilings in increasing order, with what each stands for (report legends).
+CEILINGS: dict[str, str] = {
+    "best_fixed": "best fixed strategy (no adaptation)",
+    "passive": "play fixed, then respond (no probing)",
+    "adaptive": "Bayes-optimal final hand",
+    "known": "opponent known",
+}
+#: Beyond this many hands the Bayes solver's time grows quickly (its belief tree
+#: doubles per hand); ``mage evaluate`` leaves the ceilings out and says so.
+MAX_EXACT_HANDS = 4
+#: A stand-in seat weight, exact to six digits (population weights are floats).
+_DENOMINATOR = 10**6
+
+SeatMix = list[tuple[Fraction, BehaviourStrategy]]
+
+
+@dataclass(frozen=True)
+class SuiteCeilings:
+    """A suite's exact final-hand ceilings, chips per hand (module docstring)."""
+
+    num_hands: int
+    restart: str
+    best_fixed: Fraction
+    passive: Fraction
+    adaptive: Fraction
+    known: Fraction
+
+    def values(self) -> dict[str, Fraction]:
+        return {name: getattr(self, name) for name in CEILINGS}
+
+
+def behaviour(name: str, settings: OpponentSettings) -> BehaviourStrategy:
+    """A Kuhn opponent by name (every Kuhn opponent is a behaviour strategy)."""
+    opponent = make_opponent("kuhn_poker", name, settings)
+    if not isinstance(opponent, BehaviourStrategy):
+        raise TypeError(f"Kuhn opponent {name!r} is a {type(opponent).__name__}, not a BehaviourStrategy")
+    return opponent
+
+
+def seat_mixes(probabilities: Mapping[tuple[str, int], float], strategy: Callable[[str], BehaviourStrategy]
+               ) -> dict[int, tuple[Fraction, SeatMix]]:
+    """Agent seat -> (probability of the seat, opponent mix given the seat), exact
+    from a suite's (opponent, seat) probabilities; ``strategy`` gives an opponent by name."""
+    probs = {key: Fraction(p).limit_denominator(_DENOMINATOR) for key, p in probabilities.items()}
+    out = {}
+    for seat in (0, 1):
+        pairs = [(p, name) for (name, s), p in sorted(probs.items()) if s == seat and p > 0]
+        p_seat = sum((p for p, _ in pairs), Fraction(0))
+        if p_seat > 0:
+            out[seat] = (p_seat, [(p / p_seat, strategy(name)) for p, name in pairs])
+    return out
+
+
+def population_mixes(entries: Sequence[PopulationEntry], settings: OpponentSettings
+                     ) -> dict[int, tuple[Fraction, SeatMix]]:
+    """``seat_mixes`` of a population's entries, opponents built from ``settings``."""
+    return seat_mixes(Population(list(entries)).probabilities(), lambda name: behaviour(name, settings))
+
+
+def _measures(num_hands: int, restart: str) -> dict[str, Callable[[SeatMix, int], Fraction]]:
+    return {
+        "best_fixed": lambda mix, seat: analysis.best_response(mix, seat)[0],
+        "passive": lambda mix, seat: analysis.passive_meta_value(mix, num_hands, restart, seat),  # type: ignore[arg-type]
+        "adaptive": lambda mix, seat: analysis.bayes_optimal_meta_value(mix, num_hands, restart, seat),  # type: ignore[arg-type]
+        "known": lambda mix, seat: analysis.type_known_value(mix, seat),
+    }
+
+
+def mix_ceilings(mixes: Mapping[int, tuple[Fraction, SeatMix]], num_hands: int, restart: str) -> SuiteCeilings:
+    """The seat-weighted ceilings of ``seat_mixes`` output."""
+    totals = {name: Fraction(0) for name in CEILINGS}
+    for seat, (p_seat, mix) in sorted(mixes.items()):
+        for name, fn in _measures(num_hands, restart).items():
+            totals[name] += p_seat * fn(mix, seat)
+    return SuiteCeilings(num_hands, restart, **totals)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached(pairs: tuple[tuple[tuple[str, int], float], ...], tables: tuple[tuple[str, tuple], ...],
+            num_hands: int, restart: str) -> SuiteCeilings:
+    strategies = {name: BehaviourStrategy(name, dict(table)) for name, table in tables}
+    return mix_ceilings(seat_mixes(dict(pairs), strategies.__getitem__), num_hands, restart)
+
+
+def suite_ceilings(entries: Sequence[PopulationEntry], settings: OpponentSettings, num_hands: int,
+                   restart: str) -> SuiteCeilings:
+    """The ceilings of a suite of Kuhn opponents (its population entries) for
+    ``num_hands`` hands with ``restart`` deals. Cached on the opponents' tables, so
+    a report over many runs of one population solves it once."""
+    if not 1 <= num_hands <= MAX_EXACT_HANDS:
+        raise ValueError(f"exact Kuhn ceilings are computed for 1..{MAX_EXACT_HANDS} hands, got {num_hands}")
+    probabilities = Population(list(entries)).probabilities()
+    names = sorted({name for name, _ in probabilities})
+    tables = tuple((name, tuple(sorted(behaviour(name, settings).p_bet.items()))) for name in names)
+    return _cached(tuple(sorted(probabilities.items())), tables, num_hands, restart)
+
+
+def ceiling_metrics(ceilings: SuiteCeilings) -> dict[str, float]:
+    """``all/ceiling_<name>`` figures for a suite's metrics."""
+    return {f"all/ceiling_{name}": float(value) for name, value in ceilings.values().items()}
