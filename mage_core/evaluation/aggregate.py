@@ -318,17 +318,23 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
 def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, suite, group), the population (``all``) first: n, mean
     score, success, draw and Pass@k for every k, and for Kuhn the exact best-response
-    value, the exploitation ratio (final-hand chips over it) and, where computed,
+    value (the ``all`` row: the opponent-known ceiling, each opponent's best response
+    by its weight), the exploitation ratio (final-hand chips over it) and, where computed,
     the greedy policy's exact chips per hand (``score_exact_ep{k}``)."""
     order = {run: i for i, run in enumerate(dict.fromkeys(episodes.run))}
     keys = ["env", "method", "run", "suite", "group"]
     rows = []
     for key, g in episodes.groupby(keys, sort=False):
         first = g.iloc[0]
+        best, ratio = first.best_response_value, first.exploitation_ratio
+        if key[-1] == "all" and not pd.isna(first.ceiling_known):
+            # The population's best response: each opponent's, by its weight (the opponent known).
+            best = first.ceiling_known
+            final = g.loc[g.episode.idxmax()].score
+            ratio = final / best if best > 0 else math.nan
         row: dict[str, Any] = {**dict(zip(keys, key)), "opponent": first.opponent, "seat": first.seat,
                                "unit": first.unit, "num_meta_episodes": first.num_meta_episodes,
-                               "best_response_value": first.best_response_value,
-                               "exploitation_ratio": first.exploitation_ratio}
+                               "best_response_value": best, "exploitation_ratio": ratio}
         for r in g.sort_values("episode").itertuples():
             row.update({f"score_ep{r.episode}": r.score, f"success_ep{r.episode}": r.success,
                         f"draw_ep{r.episode}": r.draw, f"pass_at_{r.episode}": r.pass_at})
@@ -407,3 +413,48 @@ def ablation_table(episodes: pd.DataFrame, values: Mapping[str, Mapping[str, Any
     header = ["point", *keys, "env", "method", "measure", "first episode", "final episode", "success, final",
               "Pass@K"]
     return pd.DataFrame(rows, columns=list(ABLATION_COLUMNS)), markdown_table(header, cells)
+
+
+#: Kuhn's exact ceilings of a suite (``kuhn_ceilings.CEILINGS``), in increasing order, as printed.
+CEILING_LABELS = {"best_fixed": "best fixed", "passive": "play fixed, then respond",
+                  "adaptive": "Bayes-optimal", "known": "opponent known"}
+CEILING_COLUMNS = ("run", "method", "suite", "k", "first", "final", "final_low", "final_high",
+                   *(f"ceiling_{name}" for name in CEILING_LABELS), "above_fixed", "above_fixed_low",
+                   "above_fixed_high")
+
+
+def kuhn_ceiling_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None
+                       ) -> tuple[pd.DataFrame, str]:
+    """Every Kuhn run's first and final hand in every suite next to the suite's
+    exact ceilings (``mage_core.evaluation.kuhn_ceilings``) and the final hand's
+    chips above the best fixed strategy (what adaptation earned), with its 95%
+    interval. ``runs`` relabels runs (run -> label, e.g. a sweep's point values)
+    and orders them; default: every Kuhn run, in order. In-domain suite first."""
+    kuhn = episodes[(episodes.env == "kuhn_poker") & (episodes.group == "all")]
+    order = list(runs) if runs is not None else list(dict.fromkeys(kuhn.run))
+    rows, cells = [], []
+    groups = {key: g for key, g in kuhn.groupby(["run", "suite"], sort=False)}
+    keys = sorted((key for key in groups if key[0] in order),
+                  key=lambda key: (key[1] != IN_DOMAIN, key[1], order.index(key[0])))
+    for run, suite in keys:
+        g = groups[run, suite]
+        first, final = g.loc[g.episode.idxmin()], g.loc[g.episode.idxmax()]
+        row: dict[str, Any] = {"run": run, "method": final.method, "suite": suite, "k": int(final.episode),
+                               "first": float(first.score), "final": float(final.score),
+                               "final_low": float(final.score_low), "final_high": float(final.score_high)}
+        row.update({f"ceiling_{name}": float(final[f"ceiling_{name}"]) for name in CEILING_LABELS})
+        fixed = row["ceiling_best_fixed"]
+        row.update({f"above_fixed{s}": row[f"final{s}"] - fixed for s in ("", "_low", "_high")})
+        rows.append(row)
+        label = runs[run] if runs is not None else run
+        cells.append([label, row["method"], suite, str(row["k"]), _number3(row["first"]),
+                      fmt_interval(row["final"], row["final_low"], row["final_high"], signed=True),
+                      *(_number3(row[f"ceiling_{name}"]) for name in CEILING_LABELS),
+                      fmt_interval(row["above_fixed"], row["above_fixed_low"], row["above_fixed_high"], signed=True)])
+    header = ["run", "method", "suite", "K", "first hand", "final hand", *CEILING_LABELS.values(),
+              "final - best fixed"]
+    return pd.DataFrame(rows, columns=list(CEILING_COLUMNS)), markdown_table(header, cells) if cells else ""
+
+
+def _number3(value: float) -> str:
+    return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"

@@ -164,6 +164,23 @@ ARCHETYPES: dict[str, BehaviourStrategy] = {
 }
 
 
+# The exploration pair (issue 15): two opponents that open alike (check J; bet Q
+# and K first or after a check) and differ ONLY in how they answer a bet: the
+# tight caller calls with K alone, the calling station calls with anything. An
+# agent that never bets never sees the difference; one that bets early to find
+# out can bluff the tight caller and value-bet the station. Played as the
+# population preset ``probe`` (the agent always first to act), where deliberate
+# probing is worth 17/54 - 7/27 = 1/18 chips of the final hand of 3 (fresh deals)
+# over "play the best fixed strategy, then respond" (``analysis.passive_meta_value``).
+_PROBE_OPENING = {"J": 0, "Q": 1, "K": 1, "Jp": 0, "Qp": 1, "Kp": 1}
+PROBES: dict[str, BehaviourStrategy] = {
+    "tight_caller": BehaviourStrategy("tight_caller", {
+        **_PROBE_OPENING, "Jpb": 0, "Qpb": 0, "Kpb": 1, "Jb": 0, "Qb": 0, "Kb": 1}),
+    "calling_station": BehaviourStrategy("calling_station", {
+        **_PROBE_OPENING, "Jpb": 1, "Qpb": 1, "Kpb": 1, "Jb": 1, "Qb": 1, "Kb": 1}),
+}
+
+
 def archetype(name: str) -> BehaviourStrategy:
     """An archetype by name; a bad name lists the valid ones."""
     if name not in ARCHETYPES:

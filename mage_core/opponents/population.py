@@ -67,6 +67,9 @@ PRESETS: dict[str, dict[str, list[PopulationEntry]]] = {
         "uniform": _even(["conservative", "aggressive", "intermediate"], Fraction(1)),
         "fixed_intermediate": [PopulationEntry("intermediate", 1.0)],
         "held_out": [PopulationEntry("cfr", 1.0)],
+        # The exploration suite (issue 15): opponents alike until they answer a bet,
+        # the agent always first to act (as second it has nothing to probe with).
+        "probe": [PopulationEntry("tight_caller", 0.5, "first"), PopulationEntry("calling_station", 0.5, "first")],
     },
 }
 

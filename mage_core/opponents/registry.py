@@ -6,6 +6,7 @@ Names (``<family>`` or ``<family>-<parameter>``):
 tic_tac_toe    ``random``, ``minimax``, ``mcts-<simulations>``, ``pattern-<order>``
                with order one of ``PATTERN_ORDERS``
 kuhn_poker     ``random``, ``conservative``, ``aggressive``, ``intermediate``,
+               ``tight_caller``, ``calling_station`` (the exploration pair),
                ``equilibrium-<alpha>`` (alpha a fraction in [0, 1/3], e.g. ``1/6``),
                ``cfr`` (sampled CFR average strategy), ``cfr_argmax`` (its argmax:
                what the reference code calls CFR), every behaviour strategy
@@ -40,6 +41,8 @@ PATTERN_ORDERS = (
     "corners_bottom_right",
 )
 KUHN_ARCHETYPES = ("conservative", "aggressive", "intermediate")
+#: The exploration pair (``kuhn.PROBES``): alike until they answer a bet.
+KUHN_PROBES = ("tight_caller", "calling_station")
 
 _MCTS = re.compile(r"^mcts-(\d+)$")
 _PATTERN = re.compile(r"^pattern-([a-z_]+)$")
@@ -61,7 +64,7 @@ def valid_names(game: str, custom: Mapping[str, object] = {}) -> list[str]:
     if game == "tic_tac_toe":
         return ["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
     if game == "kuhn_poker":
-        return ["random", *KUHN_ARCHETYPES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
+        return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
                 *_collapse_members(custom)]
     raise ValueError(f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}")
 
@@ -104,7 +107,7 @@ def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {})
                 return None
             return f"unknown pattern {m.group(1)!r}; patterns: {', '.join(PATTERN_ORDERS)}"
     else:
-        if name in KUHN_ARCHETYPES or name in ("cfr", "cfr_argmax") or name in custom:
+        if name in KUHN_ARCHETYPES or name in KUHN_PROBES or name in ("cfr", "cfr_argmax") or name in custom:
             return None
         if m := _EQUILIBRIUM.match(name):
             alpha = _parse_alpha(m.group(1))
@@ -165,6 +168,8 @@ def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:
         return kuhn.uniform_random()
     if name in KUHN_ARCHETYPES:
         return kuhn.ARCHETYPES[name]
+    if name in KUHN_PROBES:
+        return kuhn.PROBES[name]
     if name in settings.kuhn_strategies:
         return kuhn.BehaviourStrategy(name, settings.kuhn_strategies[name])
     if name in ("cfr", "cfr_argmax"):

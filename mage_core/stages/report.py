@@ -10,7 +10,10 @@ exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
 - ``per_opponent.md``: every suite, opponent and seat, every episode index;
 - ``adaptation.png``: the population's success (Kuhn: chips) by episode index;
 - ``training_curves.png``: train headline and policy entropy per iteration;
-- ``report.md``: all of the above with how to read them, and under Table 1 each
+- ``report.md``: all of the above with how to read them; under Table 1 every
+  Kuhn run and suite next to the suite's exact ceilings (best fixed strategy,
+  play fixed then respond, Bayes-optimal, opponent known: written by ``mage
+  evaluate`` for the run's own opponents, K and deals), then each
   run's model, budget, seeds and every setting that differs from the paper profile
   of its game (``mage_core.stages.run_settings``): the layout is the paper's, the
   settings are not (the CPU default is a tiny model trained for minutes);
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import io
 import math
-from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -41,6 +43,7 @@ from mage_core.evaluation.aggregate import (
     env_sort_key,
     final_episode,
     flat_metrics,
+    kuhn_ceiling_table,
     load_runs,
     markdown_table,
     per_opponent,
@@ -49,16 +52,6 @@ from mage_core.evaluation.aggregate import (
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mage_core.stages.run_settings import RunSettings, settings_markdown
 
-#: Exact Kuhn values for K=3 hands, seat-averaged (METHOD.md section 11), keyed by
-#: (population preset, restart): (Bayes-optimal final-hand chips, best fixed strategy).
-KUHN_CEILINGS: dict[tuple[str, str], tuple[Fraction, Fraction]] = {
-    ("paper", "fresh"): (Fraction(257, 1080), Fraction(1, 8)),
-    ("paper", "same"): (Fraction(23, 60), Fraction(1, 8)),
-    ("uniform", "fresh"): (Fraction(157, 648), Fraction(1, 9)),
-    ("uniform", "same"): (Fraction(7, 18), Fraction(1, 9)),
-}
-#: params.yaml's defaults, assumed for Kuhn runs without a training log.
-DEFAULT_KUHN_SETTING = ("paper", "fresh")
 #: Games with a draw outcome, whose per-opponent tables show the draw rate (METHOD.md section 8).
 DRAW_ENVS = ("tic_tac_toe",)
 FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "training_curves.png", "report.md",
@@ -77,26 +70,35 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
         raise ValueError(f"no settings for run(s) {', '.join(missing)}: the report says what each run was")
     numbers, table_md = table1(tables.episodes)
     metrics = flat_metrics(tables)
-    ceilings = kuhn_ceilings(tables.overview)
+    ceilings = in_domain_ceilings(tables.episodes)
     write_text_atomic(out_dir / "table1.md", table_md)
     write_text_atomic(out_dir / "table1.csv", numbers.to_csv())
     write_text_atomic(out_dir / "per_opponent.md", per_opponent_markdown(per_opponent(tables.episodes)))
     write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
     write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
-    write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, ceilings, eval_root, train_root,
+    write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, eval_root, train_root,
                                                              {run: settings[run] for run in runs}))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
 
 
-def kuhn_ceilings(overview: pd.DataFrame) -> dict[tuple[str, str], tuple[Fraction, Fraction] | None]:
-    """The (population, restart) settings of the Kuhn runs with K=3 and their exact
-    values; None for a setting METHOD.md section 11 has no value for."""
-    kuhn = overview[(overview.env == "kuhn_poker") & (overview.episodes_per_meta_episode == 3)]
-    if kuhn.empty:
-        return {}
-    settings = {(r.population, r.restart) for r in kuhn.itertuples() if isinstance(r.population, str)}
-    return {s: KUHN_CEILINGS.get(s) for s in sorted(settings or {DEFAULT_KUHN_SETTING})}
+#: Runs -> (Bayes-optimal final hand, best fixed strategy) of their in-domain suite.
+Ceilings = Mapping[str, tuple[float, float]]
+
+
+def in_domain_ceilings(episodes: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """The Kuhn runs' in-domain (Bayes-optimal, best fixed) ceilings, as written by
+    ``mage evaluate`` for each run's own population, K and deals
+    (``mage_core.evaluation.kuhn_ceilings``), keyed by the runs that share them
+    (``"all runs"`` when they all do). Runs evaluated without ceilings are left out."""
+    rows = final_episode(episodes[episodes.env == "kuhn_poker"], IN_DOMAIN)
+    rows = rows.dropna(subset=["ceiling_adaptive", "ceiling_best_fixed"])
+    by_value: dict[tuple[float, float], list[str]] = {}
+    for r in rows.itertuples():
+        by_value.setdefault((r.ceiling_adaptive, r.ceiling_best_fixed), []).append(r.run)
+    if len(by_value) == 1:
+        return {"all runs": next(iter(by_value))}
+    return {", ".join(runs): values for values, runs in by_value.items()}
 
 
 def _figure(num_rows: int, num_panels: int) -> tuple[Any, Any]:
@@ -126,17 +128,16 @@ def _png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _draw_ceilings(ax: Any, ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> None:
-    for (population, restart), values in ceilings.items():
-        if values is None:
-            continue
-        best, fixed = values
-        ax.axhline(float(best), color="black", linestyle="--", linewidth=1.2,
-                   label=f"Bayes-optimal final hand {best} ({population}, {restart})")
-        ax.axhline(float(fixed), color="grey", linestyle=":", linewidth=1.2, label=f"best fixed strategy {fixed}")
+def _draw_ceilings(ax: Any, ceilings: Ceilings) -> None:
+    for i, (runs, (best, fixed)) in enumerate(ceilings.items()):
+        which = "" if runs == "all runs" else f" ({runs})"
+        ax.axhline(best, color="black", linestyle=("--", "-.", (0, (5, 5)))[i % 3], linewidth=1.2,
+                   label=f"Bayes-optimal final hand {best:+.3f}{which}")
+        ax.axhline(fixed, color="grey", linestyle=(":", (0, (1, 3)), (0, (3, 1, 1, 1)))[i % 3], linewidth=1.2,
+                   label=f"best fixed strategy {fixed:+.3f}{which}")
 
 
-def adaptation_png(tables: RunTables, ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> bytes:
+def adaptation_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     """Population success (Kuhn: chips per hand) of the in-domain suite by
     episode index, one line per method, one panel per environment."""
     rows = tables.episodes[(tables.episodes.suite == IN_DOMAIN) & (tables.episodes.group == "all")]
@@ -170,8 +171,7 @@ def adaptation_png(tables: RunTables, ceilings: Mapping[tuple[str, str], tuple[F
     return _png(fig)
 
 
-def training_curves_png(tables: RunTables,
-                        ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> bytes:
+def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     """Top: train headline per iteration (faint raw, solid rolling mean) and the
     training-time eval headline (markers); bottom: policy entropy, whose early
     collapse is the failure mode to look for (docs/learning.md, fresh-deal Kuhn)."""
@@ -248,8 +248,8 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
-def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None]) -> str:
-    text = ("**How to read this.** Every meta-episode plays K episodes against the same opponent (or task). "
+def _how_to_read() -> str:
+    return ("**How to read this.** Every meta-episode plays K episodes against the same opponent (or task). "
             "Table 1 has the layout of the paper's, not necessarily its settings (each run's model, budget, seeds "
             "and differences from the paper profile of its game are listed under it): the in-domain suite's "
             "final episode, population-weighted, with 95% intervals "
@@ -258,21 +258,16 @@ def _how_to_read(ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | 
             "that rises with k means the agent uses what earlier episodes revealed (it explores, then exploits); "
             "a flat curve is a fixed strategy however good, and a falling one spends later episodes worse than "
             "the first. In Kuhn Poker a single fixed strategy already maximizes the win rate, so read chips per "
-            "hand (METHOD.md section 8) against the exact values of section 11")
-    known = [(s, v) for s, v in ceilings.items() if v is not None]
-    if known:
-        text += ": " + "; ".join(
-            f"with the {p} population and {r} deals the best fixed strategy earns {fixed} = {float(fixed):.3f} and "
-            f"the Bayes-optimal final hand of a 3-hand meta-episode {best} = {float(best):.3f}"
-            for (p, r), (best, fixed) in known)
-        text += ". Final-hand chips above the best fixed strategy are earned by adaptation"
-    unknown = [f"{p}/{r}" for (p, r), v in ceilings.items() if v is None]
-    if unknown:
-        text += f" (no exact ceiling on file for {', '.join(unknown)})"
-    return text + ("; per opponent, the exploitation ratio is the share of the exact best-response value the final "
-                   "hand takes. The greedy policy's exact chips (where shown) play the most likely action at every "
-                   "decision against every opponent, seat and deal enumerated: no sampling noise, so no interval; "
-                   "the sampled chips are the policy as it plays, at temperature 1.\n")
+            "hand (METHOD.md section 8) against the exact ceilings of each suite, computed for its own opponents, "
+            "K and deals (table under Table 1): the best fixed strategy (no adaptation), play fixed then respond "
+            "(the best fixed strategy until the last hand, then the best response to what it revealed: "
+            "adaptation without probing), the Bayes-optimal final hand (no agent earns more) and the opponent "
+            "known (a fresh deal's bound; with replayed deals probing can also reveal the opponent's card and "
+            "beat it). Final-hand chips above the best fixed strategy are earned by adaptation; per opponent, "
+            "the exploitation ratio is the share of the exact best-response value the final hand takes. The "
+            "greedy policy's exact chips (where shown) play the most likely action at every decision against "
+            "every opponent, seat and deal enumerated: no sampling noise, so no interval; the sampled chips are "
+            "the policy as it plays, at temperature 1.\n")
 
 
 def table1_title(settings: Mapping[str, RunSettings]) -> str:
@@ -299,9 +294,19 @@ def _missing_note(tables: RunTables) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_markdown(tables: RunTables, table_md: str,
-                    ceilings: Mapping[tuple[str, str], tuple[Fraction, Fraction] | None],
-                    eval_root: Path, train_root: Path | None, settings: Mapping[str, RunSettings]) -> str:
+def kuhn_ceilings_markdown(tables: RunTables) -> str:
+    """Under Table 1: every Kuhn run and suite next to its exact ceilings."""
+    frame, table = kuhn_ceiling_table(tables.episodes)
+    if frame.empty:
+        return ""
+    return ("### Kuhn Poker against the exact ceilings of each suite\n\n"
+            "Chips per hand, population-weighted; the final hand with its 95% interval; the ceilings are exact "
+            "for the suite's opponents, K and deals (`mage kuhn analyze` prints them per seat). — : the "
+            "evaluation holds no ceilings (K above 4, or outputs older than them).\n\n" + table)
+
+
+def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_root: Path | None,
+                    settings: Mapping[str, RunSettings]) -> str:
     """``report.md``: every output, linked or embedded, and how to read them; under
     Table 1, what each run was and how it differs from the paper."""
     runs = []
@@ -317,9 +322,10 @@ def report_markdown(tables: RunTables, table_md: str,
                  _number(r.pass_at)]
                 for s in oods for r in final_episode(tables.episodes, s).itertuples()]
     return "\n".join([
-        "# MAGE report\n", _how_to_read(ceilings),
+        "# MAGE report\n", _how_to_read(),
         f"## {table1_title(settings)}\n", table_md,
         _missing_note(tables),
+        kuhn_ceilings_markdown(tables),
         "Numbers: [table1.csv](table1.csv); this table alone: [table1.md](table1.md).\n",
         settings_markdown(settings, ENV_LABELS),
         "## Out-of-domain suites, final episode\n",

@@ -67,7 +67,30 @@ def test_every_file_is_written_and_linked_from_report_md(outputs: dict[str, Any]
     text = (out / "report.md").read_text()
     for name in set(FILES) - {"report.md"}:
         assert f"]({name})" in text, name
-    assert "257/1080" in text  # the ceiling of the runs' setting (paper population, fresh deals)
+    assert "### Kuhn Poker against the exact ceilings of each suite" in text
+
+
+def test_kuhn_runs_sit_next_to_their_suites_exact_ceilings(outputs: dict[str, Any]) -> None:
+    """The paper population, K=3, fresh deals (METHOD.md section 11): best fixed 1/8,
+    Bayes-optimal 257/1080, opponent known 11/40; play fixed then respond 509/2160
+    (issue 15). Against CFR alone every ceiling is CFR's best-response value."""
+    kuhn = eval_metrics(outputs, "kuhn_poker-mage")
+    p = "eval/in_domain/all/"
+    assert (kuhn[p + "ceiling_best_fixed"], kuhn[p + "ceiling_passive"], kuhn[p + "ceiling_adaptive"],
+            kuhn[p + "ceiling_known"]) == (1 / 8, 509 / 2160, 257 / 1080, 11 / 40)
+    cfr = [kuhn[f"eval/ood_cfr/all/ceiling_{name}"] for name in ("best_fixed", "passive", "adaptive", "known")]
+    assert len(set(cfr)) == 1 and cfr[0] == pytest.approx((kuhn["eval/ood_cfr/cfr/first/best_response_value"]
+                                                          + kuhn["eval/ood_cfr/cfr/second/best_response_value"]) / 2)
+    text = (outputs["out"] / "report.md").read_text()
+    final, low, high = (kuhn[p + "chips_ep3" + s] for s in ("", "_low", "_high"))
+    assert (f"| kuhn_poker-mage | mage | in_domain | 3 | {kuhn[p + 'chips_ep1']:+.3f} | {cell(kuhn, p + 'chips_ep3', True)}"
+            f" | +0.125 | +0.236 | +0.238 | +0.275 | {final - 1 / 8:+.3f} [{low - 1 / 8:+.3f}, {high - 1 / 8:+.3f}] |"
+            ) in text.splitlines()
+    assert any(line.startswith("| kuhn_poker-untrained | untrained | in_domain | 3 |") for line in text.splitlines())
+    # per_opponent.md: the population row's best response is the opponent-known ceiling.
+    population = next(line for line in (outputs["out"] / "per_opponent.md").read_text().splitlines()
+                      if line.startswith("| all | all |"))
+    assert population.endswith(f"| +0.275 | {final / (11 / 40):.3f} |")
 
 
 @pytest.mark.parametrize("name", ["adaptation.png", "training_curves.png"])

@@ -15,19 +15,23 @@ import pytest
 
 from mage_core.envs.kuhn_poker.analysis import (
     bayes_optimal_meta_value,
+    best_fixed_strategies,
     best_response,
     expected_value,
     exploitability,
+    fixed_then_respond_value,
     format_fraction,
     mean_over_seats,
+    open_loop_meta_value,
     opponent_report,
+    passive_meta_value,
     population_report,
     type_known_value,
 )
 from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import DEALS, INFOSETS_BY_SEAT, KuhnState
 from mage_core.opponents import cfr
-from mage_core.opponents.kuhn import ARCHETYPES, BehaviourStrategy, equilibrium, uniform_random
+from mage_core.opponents.kuhn import ARCHETYPES, PROBES, BehaviourStrategy, equilibrium, uniform_random
 
 pytestmark = pytest.mark.unit
 
@@ -71,9 +75,10 @@ def chips(cards, seat, agent, opponent) -> Fraction:
                F(0))
 
 
-def brute_force_two_hands(mix, seat: int, restart: str) -> Fraction:
+def brute_force_two_hands(mix, seat: int, restart: str, first_hands=None) -> Fraction:
     """Best final-hand value of a 2-hand meta-episode: every hand-1 pure
-    strategy, then for every observation the best of all 64 hand-2 strategies."""
+    strategy (or those of ``first_hands``), then for every observation the best of
+    all 64 hand-2 strategies."""
     total_weight = sum(F(w) for w, _ in mix)
     mix = [(F(w) / total_weight, s) for w, s in mix]
     ev = {}  # (type, deal or None) -> value of each hand-2 pure strategy
@@ -82,7 +87,7 @@ def brute_force_two_hands(mix, seat: int, restart: str) -> Fraction:
         ev[t, None] = [sum(values) / 6 for values in zip(*per_deal.values())]
         ev.update({(t, cards): values for cards, values in per_deal.items()})
     best = None
-    for s1 in PURE[seat]:
+    for s1 in PURE[seat] if first_hands is None else first_hands:
         groups = defaultdict(list)
         for t, (w, strategy) in enumerate(mix):
             for cards in DEALS:
@@ -254,6 +259,82 @@ def test_cfr_equals_openspiel_cfr_solver():
     theirs = solver.average_policy()
     for key, p_bet in cfr.cfr_average_policy(50).items():
         assert theirs.policy_for_key(str("JQK".index(key[0])) + key[1:])[1] == pytest.approx(p_bet, abs=1e-12)
+
+
+# -- play fixed, then respond: adaptation without probing -------------------------
+
+
+def brute_best_fixed(mix, seat: int) -> list[dict[str, int]]:
+    """Every pure strategy of the best fixed value, by enumeration."""
+    total = sum(F(w) for w, _ in mix)
+    values = [sum(F(w) / total * chips(cards, seat, pure, s) for w, s in mix for cards in DEALS) / 6
+              for pure in PURE[seat]]
+    return [pure for pure, v in zip(PURE[seat], values) if v == max(values)]
+
+
+STOCHASTIC = [(F(1, 2), equilibrium(F(1, 3))), (F(1, 2), AGGR)]
+PROBE = [(F(1, 2), PROBES["tight_caller"]), (F(1, 2), PROBES["calling_station"])]
+
+
+@pytest.mark.parametrize("restart", ["fresh", "same"])
+@pytest.mark.parametrize("seat", [0, 1])
+@pytest.mark.parametrize("mix", [PAPER, STOCHASTIC, PROBE], ids=["paper", "stochastic", "probe"])
+def test_play_fixed_then_respond_matches_brute_force(mix, seat, restart):
+    fixed = brute_best_fixed(mix, seat)
+    # best_fixed_strategies may leave out a strategy that differs only where its own
+    # earlier move never leads (J bets, so Jpb is never played): it plays the same.
+    assert all(pure in fixed for pure in best_fixed_strategies(mix, seat))
+    assert passive_meta_value(mix, 2, restart, seat) == brute_force_two_hands(mix, seat, restart, fixed)
+    for pure in PURE[seat][::9]:
+        assert fixed_then_respond_value(mix, 2, restart, seat, pure) == brute_force_two_hands(
+            mix, seat, restart, [pure])
+    # Two hands: planning the one probing hand in advance is all the Bayes agent can do.
+    assert open_loop_meta_value(mix, 2, restart, seat) == bayes_optimal_meta_value(mix, 2, restart, seat)
+
+
+@pytest.mark.parametrize("restart", ["fresh", "same"])
+@pytest.mark.parametrize("mix", [UNIFORM, PAPER, STOCHASTIC, PROBE], ids=["uniform", "paper", "stochastic", "probe"])
+def test_ceilings_are_ordered(mix, restart):
+    for seat in (0, 1):
+        fixed = best_response(mix, seat)[0]
+        passive = passive_meta_value(mix, 3, restart, seat)
+        assert fixed <= passive <= open_loop_meta_value(mix, 3, restart, seat) <= bayes_optimal_meta_value(
+            mix, 3, restart, seat)
+
+
+def test_paper_population_rewards_probing_little():
+    """Issue 15: two hands of the best fixed strategy, then a best response, already
+    reach 0.2356 of the Bayes-optimal 0.2380 (fresh deals, 3 hands)."""
+    passive = mean_over_seats(lambda seat: passive_meta_value(PAPER, 3, "fresh", seat))
+    assert passive == F(509, 2160)
+    assert F(257, 1080) - passive == F(1, 432)
+
+
+def test_probe_suite_rewards_probing():
+    """The exploration pair with the agent first to act (preset ``probe``).
+
+    By hand, best fixed (agent first): K checks and calls, or bets (both 3/2 on
+    average over the two types); J checks and folds (-1: the opponent's Q and K bet);
+    Q checks (J checks: +1, K bets: fold -1), so (3/2 - 1 + 0) / 3 = 1/6. Opponent
+    known: against the tight caller J bluffs (Q folds +1, K calls -2: -1/2), so
+    (3/2 - 1/2 + 0) / 3 = 1/3; against the station K bets (+2) and J folds: 1/3.
+    """
+    assert best_response(PROBE, 0)[0] == F(1, 6)
+    assert type_known_value(PROBE, 0) == F(1, 3)
+    passive = passive_meta_value(PROBE, 3, "fresh", 0)
+    bayes = bayes_optimal_meta_value(PROBE, 3, "fresh", 0)
+    assert (passive, bayes) == (F(7, 27), F(17, 54))
+    assert bayes - passive == F(1, 18) >= F(3, 100)  # the issue's "clear margin"
+    # With the deal replayed, probing also reveals the opponent's card: 1/2 beats "known" (1/3).
+    assert (passive_meta_value(PROBE, 3, "same", 0), bayes_optimal_meta_value(PROBE, 3, "same", 0)) == (
+        F(1, 3), F(1, 2))
+
+
+def test_fixed_then_respond_checks_its_strategy():
+    with pytest.raises(ValueError, match="no move at seat 0 infosets Kpb"):
+        fixed_then_respond_value(PAPER, 3, "fresh", 0, {"J": 0, "Q": 0, "K": 1, "Jpb": 0, "Qpb": 0})
+    with pytest.raises(ValueError, match="must be 0 \\(PASS\\) or 1 \\(BET\\); not at Q"):
+        fixed_then_respond_value(PAPER, 3, "fresh", 0, {**PURE[0][0], "Q": 2})
 
 
 # -- formatting and reports -----------------------------------------------------

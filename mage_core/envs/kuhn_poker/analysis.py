@@ -10,6 +10,9 @@ reference facts of section 11 can be asserted with ``==``:
 - ``bayes_optimal_meta_value``: the ceiling of a MAGE meta-episode (only the
   final hand counts) for an agent that learns the opponent's type from what it
   may see: its own cards, the betting, the opponent's card at showdown only;
+- ``passive_meta_value`` / ``fixed_then_respond_value`` / ``open_loop_meta_value``:
+  the same final hand for an agent that plays a fixed strategy until then (the
+  best fixed one: no probing; any one: probing planned in advance);
 - ``exploitability``, ``format_fraction`` and plain-data reports for the CLI.
 
 Strategies are read through their P(BET) tables: a ``BehaviourStrategy`` or any
@@ -343,8 +346,10 @@ def fixed_then_respond_value(opponent_mix: OpponentMix, num_hands: int, restart:
 
 
 def best_fixed_strategies(opponent_mix: OpponentMix, agent_seat: int) -> list[dict[str, int]]:
-    """Every pure strategy that earns the best fixed value against the mix: the
-    best response with each indifferent infoset's choice either way."""
+    """Pure strategies that earn the best fixed value against the mix: the best
+    response with each indifferent infoset's choice either way. A strategy that
+    differs from these only where its own earlier move never leads (J bets, so
+    its answer after checking J is never played) plays alike and is not listed."""
     _, choices, indifferent = _best_response_details(opponent_mix, agent_seat)
     free = [key for key in INFOSETS_BY_SEAT[agent_seat] if key in indifferent]
     out = []
