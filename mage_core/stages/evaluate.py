@@ -12,7 +12,9 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
   each with a 95% interval; for Kuhn the exact best-response value and the
   exploitation ratio (final-episode chips over it), the suite's exact final-hand
   ceilings (``all/ceiling_*``: best fixed strategy, play fixed then respond,
-  Bayes-optimal, opponent known; ``mage_core.evaluation.kuhn_ceilings``), and, for suites of
+  Bayes-optimal, opponent known; ``mage_core.evaluation.kuhn_ceilings``), the
+  policy's first-hand opening bet probability per card where it acts first
+  (``all/opening_bet_{J,Q,K}_ep1``: does it probe?), and, for suites of
   deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
   every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
@@ -140,6 +142,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
                 # The greedy policy's exact value where the suite's opponents are deterministic.
                 exact = trainer.evaluate_exact(list(suite.entries))
                 summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
+                summary.update(trainer.opening_bets(list(suite.entries)))  # does the policy probe?
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
             headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
             seconds = time.perf_counter() - started

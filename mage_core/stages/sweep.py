@@ -220,14 +220,15 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
 
     from mage_core.evaluation.aggregate import ablation_table, load_runs
 
-    episodes, overview = [], []
+    episodes: list[Any] = []
+    overview = []
     for point in sweep.points:
         tables = load_runs(point.workspace / "artifacts" / "eval", point.workspace / "artifacts" / "train",
                            {point.name: (point.env, point.method)})
         episodes.append(tables.episodes)
         overview.append(tables.overview)
-    numbers, table_md = ablation_table(pd.concat(episodes, ignore_index=True),
-                                       {p.name: p.values for p in sweep.points})
+    all_episodes = pd.concat(episodes, ignore_index=True)
+    numbers, table_md = ablation_table(all_episodes, {p.name: p.values for p in sweep.points})
     runs = pd.concat(overview, ignore_index=True).set_index("run")
     out = sweep.report_dir
     csv = numbers.copy()
@@ -247,7 +248,7 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
              "The measure is final-hand chips for Kuhn Poker (a fixed strategy already maximizes its win rate) "
              "and success elsewhere; `first episode` against `final episode` is the adaptation within a "
              "meta-episode. Intervals are 95%.\n", table_md,
-             f"![{sweep.name}](bars.png)\n", "## Points\n",
+             f"![{sweep.name}](bars.png)\n", *kuhn_sections(sweep, all_episodes), "## Points\n",
              "| point | iterations | stage minutes (this run) | workspace |",
              "|---|---|---|---|"]
     for point in sweep.points:
@@ -256,6 +257,53 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
         lines.append(f"| {point.name} | {info.iterations} | {stages} | `{point.workspace}` |")
     write_text_atomic(out / "summary.md", "\n".join(lines) + "\n")
     return metrics
+
+
+#: The key whose values are repetitions of one setting, not settings compared.
+SEED_KEY = "seed"
+
+
+def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
+    """For Kuhn points: every suite (in-domain and out-of-domain) of every point next
+    to the suite's exact ceilings, and, when the grid varies the training seed, the
+    same final hands over seeds (mean, sample standard deviation, range) per setting."""
+    from mage_core.evaluation.aggregate import kuhn_ceiling_table
+
+    frame, table = kuhn_ceiling_table(episodes, {p.name: p.name for p in sweep.points})
+    if frame.empty:
+        return []
+    parts = ["## Kuhn Poker: every suite against its exact ceilings\n",
+             "Chips per hand, population-weighted, final hand with its 95% interval over the suite's "
+             "meta-episodes; the ceilings are exact for the suite's opponents, K and deals (`mage kuhn analyze` "
+             "prints them per seat): best fixed strategy (no adaptation), play fixed then respond (adaptation "
+             "without probing), Bayes-optimal final hand, opponent known. — : no ceiling in the evaluation.\n",
+             table]
+    if SEED_KEY in sweep.grid.vary and len(sweep.grid.vary[SEED_KEY]) > 1:
+        parts += ["### Over training seeds\n", seeds_markdown(sweep, frame)]
+    return parts
+
+
+def seeds_markdown(sweep: Sweep, frame: Any) -> str:
+    """``kuhn_ceiling_table`` rows grouped by every varied value but the seed."""
+    from mage_core.evaluation.aggregate import CEILING_LABELS, markdown_table
+
+    others = [key for key in sweep.grid.vary if key != SEED_KEY]
+    setting = {p.name: tuple(str(p.values[key]) for key in others) for p in sweep.points}
+    frame = frame.assign(setting=frame.run.map(setting))
+    rows = []
+    for (values, suite), g in frame.groupby(["setting", "suite"], sort=False):
+        finals = g.final.to_numpy()
+        spread = f"{finals.std(ddof=1):.3f}" if len(finals) > 1 else "—"
+        rows.append([*values, suite, str(len(finals)), f"{finals.mean():+.3f}", spread,
+                     f"{finals.min():+.3f} .. {finals.max():+.3f}",
+                     *(f"{g[f'ceiling_{name}'].iloc[0]:+.3f}" for name in CEILING_LABELS)])
+    rows.sort(key=lambda r: (r[len(others)] != "in_domain", r[len(others)]))
+    note = (f"Each setting trained from {len(sweep.grid.vary[SEED_KEY])} seeds ({SEED_KEY}: "
+            f"{', '.join(map(str, sweep.grid.vary[SEED_KEY]))}); per seed the final hand is the mean over the "
+            "suite's meta-episodes, and the spread is across seeds (sample standard deviation).\n\n")
+    header = [*(f"`{key}`" for key in others), "suite", "seeds", "final hand, mean", "std over seeds", "range",
+              *CEILING_LABELS.values()]
+    return note + markdown_table(header, rows)
 
 
 def bars_png(numbers: Any, title: str) -> bytes:

@@ -431,6 +431,46 @@ class MetaRLTrainer:
         return {f"eval/{key}": v for key, v in values.items()}
 
 
+    def opening_bets(self, entries: Sequence[PopulationEntry]) -> dict[str, float]:
+        """Kuhn Poker with the agent first to act: the policy's probability of
+        betting its first decision of the FIRST hand with each card, averaged over
+        the suite's opponents it meets in that seat (``all/opening_bet_{J,Q,K}_ep1``).
+
+        The first hand has no history, so this is how the policy opens before it
+        has seen anything of the opponent: against the exploration pair (preset
+        ``probe``) the Bayes-optimal agent bets every card there (the answer to a
+        bet is what tells the two apart) while "play fixed, then respond" never
+        bets J or Q (``analysis``). Read from the policy's candidate scores at the
+        evaluation temperature (no sampling noise); constrained actions only
+        (empty otherwise, and for suites where the agent never opens)."""
+        if self.game != "kuhn_poker" or self.cfg.policy.action_mode != "constrained":
+            return {}
+        from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, DEALS, MOVE_NAMES
+        from mage_core.evaluation.kuhn_exact import fix_deals
+
+        pairs = [(name, p) for (name, seat), p in sorted(Population(list(entries)).probabilities().items())
+                 if seat == 0 and p > 0]
+        if not pairs:
+            return {}
+        deals = [next(d for d in DEALS if d[0] == card) for card in range(3)]
+        specs = [MetaEpisodeSpec("kuhn_poker", name, 0, 0, i) for i, (name, _) in enumerate(pairs) for _ in deals]
+        metas = self.build(specs, self.eval_settings)
+        fix_deals(metas, [[deal] for _ in pairs for deal in deals])
+        requests = [meta.request() for meta in metas]
+        scores = self.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
+        temperature = self.cfg.evaluation.temperature
+        total = sum(p for _, p in pairs)
+        out = {f"all/opening_bet_{CARD_LETTERS[card]}_ep1": 0.0 for card in range(3)}
+        for i, (request, per_candidate) in enumerate(zip(requests, scores)):
+            totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
+            probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
+                     else torch.softmax(totals / temperature, dim=0))
+            bet = sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
+                      if action == MOVE_NAMES[BET])  # candidates are the legal actions, canonical
+            out[f"all/opening_bet_{CARD_LETTERS[i % 3]}_ep1"] += pairs[i // 3][1] / total * bet
+        return out
+
+
 def selection_score(metrics: dict[str, float], game: str, num_episodes: int, select_on: str) -> float:
     """The figure that picks the best policy (``train.select_on``)."""
     if select_on == "exact_greedy":

@@ -72,3 +72,24 @@ def test_a_missing_policy_is_a_clear_error_and_writes_nothing(tmp_path: Path) ->
     with pytest.raises(ConfigError, match="holds no model"):
         evaluate(parse_config(PARAMS), tmp_path / "nowhere", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_exploration_suite_has_its_exact_ceilings_and_opening_bets(policy: Path, tmp_path: Path) -> None:
+    """Preset ``probe``: the agent first to act against the tight caller or the calling
+    station (tests/unit/test_kuhn_analysis.py derives 1/6 and 1/3 by hand)."""
+    cfg = parse_config({**PARAMS, "population": {"kuhn_poker": "probe"}})
+    metrics = evaluate(cfg, policy, tmp_path / "t1", "in_domain", per_opponent_seat=2)
+    p = "eval/in_domain/all/"
+    assert [metrics[p + f"ceiling_{name}"] for name in ("best_fixed", "passive", "adaptive", "known")] == [
+        1 / 6, 7 / 27, 17 / 54, 1 / 3]
+    assert set(pd.read_parquet(tmp_path / "t1" / "trials.parquet").seat) == {"first"}
+    sampled = [metrics[p + f"opening_bet_{card}_ep1"] for card in "JQK"]
+    assert all(0 < q < 1 for q in sampled), sampled  # temperature 1: the policy's probabilities
+    greedy_cfg = parse_config({**PARAMS, "population": {"kuhn_poker": "probe"}, "evaluation": {"temperature": 0}})
+    greedy = evaluate(greedy_cfg, policy, tmp_path / "t0", "in_domain", per_opponent_seat=2)
+    # Temperature 0 bets exactly where betting is the more likely move.
+    assert [greedy[p + f"opening_bet_{card}_ep1"] for card in "JQK"] == [float(q > 0.5) for q in sampled]
+    # The paper population: opening bets where the agent is first (half of its pairs).
+    paper = evaluate(cfg.model_copy(update={"population": parse_config(PARAMS).population}), policy,
+                     tmp_path / "paper", "in_domain", per_opponent_seat=1)
+    assert {f"opening_bet_{card}_ep1" for card in "JQK"} <= {key.split("/")[-1] for key in paper}

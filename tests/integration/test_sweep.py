@@ -76,7 +76,12 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
         assert row.final == pytest.approx(metrics["eval/in_domain/all/chips_ep3"])
         assert row.first == pytest.approx(metrics["eval/in_domain/all/chips_ep1"])
     assert (report / "bars.png").read_bytes().startswith(b"\x89PNG")
-    assert "| mage | mage | Kuhn Poker | mage | chips |" in (report / "summary.md").read_text()
+    summary = (report / "summary.md").read_text()
+    assert "| mage | mage | Kuhn Poker | mage | chips |" in summary
+    # Every suite of every point next to its exact ceilings (paper population, K=3, fresh deals).
+    assert "## Kuhn Poker: every suite against its exact ceilings" in summary
+    mage_row = next(line for line in summary.splitlines() if line.startswith("| mage | mage | in_domain | 3 |"))
+    assert "| +0.125 | +0.236 | +0.238 | +0.275 |" in mage_row
 
     # MLflow: the sweep run, a child per point (its values as params), the stages below each point.
     from mlflow.tracking import MlflowClient

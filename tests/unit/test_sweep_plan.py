@@ -84,9 +84,11 @@ def test_the_opponent_population_grid_trains_on_archetypes_or_a_family_and_tests
     from mage_core.config import parse_config, run_data
 
     sweep = plan(PARAMS, "opponent_population")
-    assert [p.name for p in sweep.points] == ["paper", "generated"]
+    assert [p.name for p in sweep.points] == [f"{population}-{seed}" for population in ("paper", "generated")
+                                              for seed in (1, 2, 3)]
     configs = [parse_config(run_data(p.params, p.name, p.name)) for p in sweep.points]
-    trained_on = [[e.opponent for e in cfg.population.entries("kuhn_poker")] for cfg in configs]
+    assert [cfg.seed for cfg in configs] == [1, 2, 3, 1, 2, 3]
+    trained_on = [[e.opponent for e in cfg.population.entries("kuhn_poker")] for cfg in configs[::3]]
     assert trained_on[0] == ["conservative", "aggressive", "intermediate"]
     assert trained_on[1] == [f"generated-{i}" for i in range(32)]
     for cfg in configs:  # the same held-out suite for both, no member of which was trained on
@@ -94,3 +96,25 @@ def test_the_opponent_population_grid_trains_on_archetypes_or_a_family_and_tests
         assert held_out == [f"generated_held_out-{i}" for i in range(32)]
         tables = cfg.opponents.settings().kuhn_strategies
         assert not {tuple(tables[n].values()) for n in held_out} & {tuple(tables[n].values()) for n in trained_on[1]}
+
+
+def test_over_seeds_groups_the_points_of_one_setting() -> None:
+    import pandas as pd
+
+    from mage_core.stages.sweep import seeds_markdown
+
+    sweep = plan(PARAMS, "opponent_population")
+    finals = {"paper-1": 0.10, "paper-2": 0.20, "paper-3": 0.30, "generated-1": 0.40, "generated-2": 0.40,
+              "generated-3": 0.46}
+    ceilings = {"ceiling_best_fixed": 0.125, "ceiling_passive": 0.2356, "ceiling_adaptive": 0.238,
+                "ceiling_known": 0.275}
+    frame = pd.DataFrame([{"run": run, "suite": suite, "final": final + (0.01 if suite != "in_domain" else 0),
+                           **ceilings} for run, final in finals.items() for suite in ("ood_cfr", "in_domain")])
+    lines = seeds_markdown(sweep, frame).splitlines()
+    assert lines[0].startswith("Each setting trained from 3 seeds (seed: 1, 2, 3)")
+    assert lines[2] == ("| `population.kuhn_poker` | suite | seeds | final hand, mean | std over seeds | range | "
+                        "best fixed | play fixed, then respond | Bayes-optimal | opponent known |")
+    # In-domain first; std is the sample standard deviation across the three seeds (0.1 and ~0.0346).
+    assert lines[4] == "| paper | in_domain | 3 | +0.200 | 0.100 | +0.100 .. +0.300 | +0.125 | +0.236 | +0.238 | +0.275 |"
+    assert lines[5] == "| generated | in_domain | 3 | +0.420 | 0.035 | +0.400 .. +0.460 | +0.125 | +0.236 | +0.238 | +0.275 |"
+    assert lines[6].startswith("| paper | ood_cfr | 3 | +0.210 | 0.100 |")
