@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("sweep", help="an ablation grid (named in params.yaml, or --vary KEY=[...]) as one flow",
                        description=(
         "Run a grid of training runs and their evaluations as one Prefect flow. A grid is sweep.grids.NAME in "
-        "params.yaml (the paper's ablations: reward_design, population, grouping, anchor) and/or --vary "
+        "params.yaml (the paper's ablations: reward_design, population, grouping, anchor; beyond the paper: "
+        "opponent_population, exploration) and/or --vary "
         "KEY=[v1,v2] items; its points are the product of the varied values. Every point is validated before "
         "anything runs, then trained for reproduce.iterations and evaluated like a reproduce run, in a DVC "
         "workspace of its own (artifacts/sweeps/<sweep>/<point>), at most sweep.max_concurrent at once (locally "

@@ -47,7 +47,7 @@ EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat",
                    "num_meta_episodes", "success", "success_low", "success_high", "draw", "draw_low", "draw_high",
                    "score", "score_low", "score_high", "score_exact", "pass_at", "pass_at_low", "pass_at_high",
                    "best_response_value", "exploitation_ratio", "ceiling_best_fixed", "ceiling_passive",
-                   "ceiling_adaptive", "ceiling_known")
+                   "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1", "opening_bet_K_ep1")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
                     "iterations", "best_score", "best_iteration")
@@ -62,7 +62,8 @@ _EPISODE_COLUMN = {"success": "success", "draw": "draw", "chips": "score", "rewa
 _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
 #: Per group, not per episode index; Kuhn's exact ceilings are the ``all`` group's (``kuhn_ceilings``).
 _GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio", "ceiling_best_fixed",
-                  "ceiling_passive", "ceiling_adaptive", "ceiling_known")
+                  "ceiling_passive", "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1",
+                  "opening_bet_K_ep1")
 
 
 class RunTables(NamedTuple):
@@ -458,3 +459,19 @@ def kuhn_ceiling_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = 
 
 def _number3(value: float) -> str:
     return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
+
+
+def opening_bets_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:
+    """Kuhn runs' first-hand opening bet probability per card where the agent acts
+    first (``MetaRLTrainer.opening_bets``), per suite; empty when none was measured."""
+    columns = [f"opening_bet_{card}_ep1" for card in "JQK"]
+    kuhn = episodes[(episodes.env == "kuhn_poker") & (episodes.group == "all") & (episodes.episode == 1)]
+    kuhn = kuhn.dropna(subset=columns)
+    order = list(runs) if runs is not None else list(dict.fromkeys(kuhn.run))
+    kuhn = kuhn[kuhn.run.isin(order)]
+    if kuhn.empty:
+        return ""
+    rows = sorted(kuhn.itertuples(), key=lambda r: (r.suite != IN_DOMAIN, r.suite, order.index(r.run)))
+    cells = [[runs[r.run] if runs is not None else r.run, r.method, r.suite,
+              *(f"{getattr(r, c):.3f}" for c in columns)] for r in rows]
+    return markdown_table(["run", "method", "suite", "P(bet) with J", "P(bet) with Q", "P(bet) with K"], cells)

@@ -45,6 +45,7 @@ from mage_core.evaluation.aggregate import (
     flat_metrics,
     kuhn_ceiling_table,
     load_runs,
+    opening_bets_table,
     markdown_table,
     per_opponent,
     table1,
@@ -299,10 +300,24 @@ def kuhn_ceilings_markdown(tables: RunTables) -> str:
     frame, table = kuhn_ceiling_table(tables.episodes)
     if frame.empty:
         return ""
-    return ("### Kuhn Poker against the exact ceilings of each suite\n\n"
+    text = ("### Kuhn Poker against the exact ceilings of each suite\n\n"
             "Chips per hand, population-weighted; the final hand with its 95% interval; the ceilings are exact "
             "for the suite's opponents, K and deals (`mage kuhn analyze` prints them per seat). — : the "
             "evaluation holds no ceilings (K above 4, or outputs older than them).\n\n" + table)
+    return text + opening_bets_markdown(tables.episodes)
+
+
+def opening_bets_markdown(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:
+    """How each Kuhn policy opens its first hand, before it knows the opponent."""
+    table = opening_bets_table(episodes, runs)
+    if not table:
+        return ""
+    return ("\n#### Does the policy probe? First-hand opening bets\n\n"
+            "The policy's probability of betting its first decision of the first hand, as the player to act "
+            "first, per card (averaged over the suite's opponents met in that seat; read from its scores, no "
+            "sampling). Against the exploration pair (population `probe`) the Bayes-optimal agent bets every "
+            "card in the hands before the last (a bet's answer tells the two opponents apart), while play "
+            "fixed then respond never bets J or Q.\n\n" + table)
 
 
 def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_root: Path | None,

@@ -268,6 +268,7 @@ def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
     to the suite's exact ceilings, and, when the grid varies the training seed, the
     same final hands over seeds (mean, sample standard deviation, range) per setting."""
     from mage_core.evaluation.aggregate import kuhn_ceiling_table
+    from mage_core.stages.report import opening_bets_markdown
 
     frame, table = kuhn_ceiling_table(episodes, {p.name: p.name for p in sweep.points})
     if frame.empty:
@@ -280,7 +281,8 @@ def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
              table]
     if SEED_KEY in sweep.grid.vary and len(sweep.grid.vary[SEED_KEY]) > 1:
         parts += ["### Over training seeds\n", seeds_markdown(sweep, frame)]
-    return parts
+    bets = opening_bets_markdown(episodes, {p.name: p.name for p in sweep.points})
+    return parts + ([bets] if bets else [])
 
 
 def seeds_markdown(sweep: Sweep, frame: Any) -> str:

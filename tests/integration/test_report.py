@@ -87,6 +87,9 @@ def test_kuhn_runs_sit_next_to_their_suites_exact_ceilings(outputs: dict[str, An
             f" | +0.125 | +0.236 | +0.238 | +0.275 | {final - 1 / 8:+.3f} [{low - 1 / 8:+.3f}, {high - 1 / 8:+.3f}] |"
             ) in text.splitlines()
     assert any(line.startswith("| kuhn_poker-untrained | untrained | in_domain | 3 |") for line in text.splitlines())
+    # How the policy opens its first hand, as evaluated (half the paper population's pairs seat it first).
+    bets = " | ".join(f"{kuhn[f'{p}opening_bet_{card}_ep1']:.3f}" for card in "JQK")
+    assert f"| kuhn_poker-mage | mage | in_domain | {bets} |" in text.splitlines()
     # per_opponent.md: the population row's best response is the opponent-known ceiling.
     population = next(line for line in (outputs["out"] / "per_opponent.md").read_text().splitlines()
                       if line.startswith("| all | all |"))
