@@ -77,6 +77,15 @@ def _draw(seed: int, index: int, alpha: float, beta: float, grid: int) -> tuple[
     return tuple(Fraction(int(round(float(p) * grid)), grid) for p in draws)
 
 
+def prior_draw(family: KuhnFamily, index: int) -> dict[str, Fraction]:
+    """Draw ``index`` from the family's prior itself: not rounded to the grid (only
+    to six digits, to stay an exact fraction) and from a stream no member uses.
+    For Monte Carlo estimates over the continuous prior, never an opponent."""
+    draws = np.random.default_rng([family.seed, 1 << 30, index]).beta(family.alpha, family.beta,
+                                                                        size=len(ALL_INFOSETS))
+    return {key: Fraction(float(p)).limit_denominator(10**6) for key, p in zip(ALL_INFOSETS, draws)}
+
+
 def members(name: str, family: KuhnFamily) -> dict[str, dict[str, Fraction]]:
     """Every member of the family ``name``: ``{"<name>-<i>": P(BET) table}``, in index order."""
     return {member_name(name, i): member(family, i) for i in range(family.count)}

@@ -11,7 +11,7 @@ section 11; ``mage_core.evaluation.kuhn_ceilings``). All values are exact fracti
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -94,4 +94,39 @@ def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3
         for row in rows:
             pop_table.add_row(*[v if isinstance(v, str) else analysis.format_fraction(v) for v in row.values()])
         console.print(pop_table)
+        if cfg.opponents.kuhn_families and meta_hands > 0:
+            console.print(prior_table(cfg.opponents.kuhn_families, meta_hands))
     return 0
+
+
+#: Opponents drawn for the Monte Carlo "opponent known" value of a continuous prior.
+PRIOR_SAMPLES = 2000
+
+
+def prior_table(families: Mapping[str, Any], meta_hands: int) -> Table:
+    """Each generated family's continuous prior, without rounding or a finite
+    count: exact ceilings (``analysis.beta_prior_*``, seats averaged) and the
+    "opponent known" value sampled over ``PRIOR_SAMPLES`` draws, with its error."""
+    from mage_core.opponents.kuhn import BehaviourStrategy
+    from mage_core.opponents.kuhn_families import KuhnFamily, prior_draw
+
+    table = Table(title=f"Generated families' priors (infinitely many players; K={meta_hands}, seats averaged): "
+                        "exact, except opponent known (sampled: mean +- standard error)")
+    for col in ("family", "prior", "best fixed strategy", f"passive K={meta_hands} fresh",
+                f"Bayes K={meta_hands} fresh", f"Bayes K={meta_hands} same", f"opponent known ({PRIOR_SAMPLES} draws)"):
+        table.add_column(col)
+    for name, spec in families.items():
+        family = KuhnFamily(count=spec.count, seed=spec.seed, prior=spec.prior, alpha=spec.alpha, beta=spec.beta,
+                            grid=spec.grid)
+        a, b = Fraction(family.alpha).limit_denominator(10**6), Fraction(family.beta).limit_denominator(10**6)
+        values = [analysis.mean_over_seats(lambda seat, f=f: f(seat)) for f in (
+            lambda seat: analysis.beta_prior_meta_value(a, b, 1, "fresh", seat),
+            lambda seat: analysis.beta_prior_passive_value(a, b, meta_hands, "fresh", seat),
+            lambda seat: analysis.beta_prior_meta_value(a, b, meta_hands, "fresh", seat),
+            lambda seat: analysis.beta_prior_meta_value(a, b, meta_hands, "same", seat))]
+        draws = [BehaviourStrategy(f"{name}-prior-{i}", prior_draw(family, i)) for i in range(PRIOR_SAMPLES)]
+        known = [analysis.sampled_known_value(draws.__getitem__, PRIOR_SAMPLES, seat) for seat in (0, 1)]
+        mean, error = sum(m for m, _ in known) / 2, (sum(e * e for _, e in known) ** 0.5) / 2
+        table.add_row(name, f"Beta({family.alpha:g}, {family.beta:g})",
+                      *(f"{float(v):.4f}" for v in values), f"{mean:.4f} +- {error:.4f}")
+    return table

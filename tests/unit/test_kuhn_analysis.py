@@ -16,6 +16,9 @@ import pytest
 from mage_core.envs.kuhn_poker.analysis import (
     bayes_optimal_meta_value,
     best_fixed_strategies,
+    beta_prior_mean_strategy,
+    beta_prior_meta_value,
+    beta_prior_passive_value,
     best_response,
     expected_value,
     exploitability,
@@ -26,6 +29,7 @@ from mage_core.envs.kuhn_poker.analysis import (
     opponent_report,
     passive_meta_value,
     population_report,
+    sampled_known_value,
     type_known_value,
 )
 from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
@@ -335,6 +339,74 @@ def test_fixed_then_respond_checks_its_strategy():
         fixed_then_respond_value(PAPER, 3, "fresh", 0, {"J": 0, "Q": 0, "K": 1, "Jpb": 0, "Qpb": 0})
     with pytest.raises(ValueError, match="must be 0 \\(PASS\\) or 1 \\(BET\\); not at Q"):
         fixed_then_respond_value(PAPER, 3, "fresh", 0, {**PURE[0][0], "Q": 2})
+
+
+# -- a continuous prior: P(BET) ~ Beta(alpha, beta) at every infoset ----------------
+
+
+def two_point_prior(low_weight: Fraction, high: Fraction, seat: int) -> list:
+    """Every opponent whose P(BET) at each of the six infosets it plays against
+    ``seat`` is 0 (weight ``low_weight``) or ``high``: 64 types, a product prior."""
+    keys = INFOSETS_BY_SEAT[1 - seat]
+    mix = []
+    for choice in itertools.product((0, 1), repeat=6):
+        weight = F(1)
+        for c in choice:
+            weight *= (1 - low_weight) if c else low_weight
+        table = {key: (high if c else F(0)) for key, c in zip(keys, choice)}
+        table.update({key: F(0) for key in INFOSETS_BY_SEAT[seat]})  # never played against this seat
+        mix.append((weight, BehaviourStrategy(f"two-point-{''.join(map(str, choice))}", table)))
+    return mix
+
+
+# Two points with the mean and second moment of the Beta: Beta(1, 1) has E[p] = 1/2,
+# E[p^2] = 1/3 (0 w.p. 1/4, 2/3 w.p. 3/4); Beta(1/2, 1/2) has 1/2 and 3/8 (0 w.p. 1/3, 3/4 w.p. 2/3).
+MOMENT_MATCHED = [((1, 1), F(1, 4), F(2, 3)), ((F(1, 2), F(1, 2)), F(1, 3), F(3, 4))]
+
+
+@pytest.mark.parametrize("restart", ["fresh", "same"])
+@pytest.mark.parametrize("seat", [0, 1])
+@pytest.mark.parametrize(("prior", "low_weight", "high"), MOMENT_MATCHED, ids=["beta11", "beta-half"])
+def test_beta_prior_matches_a_finite_prior_with_its_first_two_moments(prior, low_weight, high, seat, restart):
+    """In two hands each infoset is met at most twice, so the final hand's value
+    reads each P(BET) through moments of order <= 2: a finite prior with the
+    Beta's first two moments at every infoset must give exactly the same values
+    (the finite solver is checked by brute force above)."""
+    finite = two_point_prior(low_weight, high, seat)
+    assert beta_prior_meta_value(*prior, 2, restart, seat) == bayes_optimal_meta_value(finite, 2, restart, seat)
+    assert beta_prior_meta_value(*prior, 1, restart, seat) == best_response(finite, seat)[0] == best_response(
+        [(1, beta_prior_mean_strategy(*prior))], seat)[0]
+    for pure in PURE[seat][::13]:
+        assert beta_prior_meta_value(*prior, 2, restart, seat, fixed=pure) == fixed_then_respond_value(
+            finite, 2, restart, seat, pure)
+
+
+def test_beta_prior_ceilings_of_the_generated_families_prior():
+    """Beta(1/2, 1/2) without rounding or a finite count, K = 3, fresh deals: the
+    ceilings are ordered and lie between those of its two 32-member draws
+    (docs/parameters.md: best fixed 0.4401 / 0.4759, Bayes-optimal 0.4491 / 0.4875)."""
+    half = F(1, 2)
+    fixed = mean_over_seats(lambda seat: beta_prior_meta_value(half, half, 1, "fresh", seat))
+    passive = mean_over_seats(lambda seat: beta_prior_passive_value(half, half, 3, "fresh", seat))
+    bayes = mean_over_seats(lambda seat: beta_prior_meta_value(half, half, 3, "fresh", seat))
+    assert fixed == F(11, 24)  # the mean strategy bets half the time everywhere
+    assert fixed <= passive <= bayes
+    assert 0.4401 < float(fixed) < 0.4759 and 0.4491 < float(bayes) < 0.4875
+    with pytest.raises(ValueError, match="Beta prior parameters must be > 0"):
+        beta_prior_meta_value(0, 1, 3, "fresh", 0)
+
+
+def test_sampled_known_value_agrees_with_the_exact_one_on_a_finite_prior():
+    rng = np.random.default_rng(7)
+    mix = PAPER
+    weights = np.array([float(w) for w, _ in mix])
+    picks = rng.choice(len(mix), size=400, p=weights / weights.sum())
+    for seat in (0, 1):
+        mean, error = sampled_known_value(lambda i: mix[picks[i]][1], 400, seat)
+        assert 0 < error < 0.02
+        assert abs(mean - float(type_known_value(mix, seat))) < 4 * error
+    with pytest.raises(ValueError, match="samples must be at least 2"):
+        sampled_known_value(lambda i: CONS, 1, 0)
 
 
 # -- formatting and reports -----------------------------------------------------

@@ -55,3 +55,17 @@ def test_cli_run_prints_the_tables(project_root: Path, capsys: pytest.CaptureFix
     assert run(str(project_root / "params.yaml"), meta_hands=2) == 0
     out = capsys.readouterr().out
     assert "Bayes K=2 fresh" in out and "1/8" in out and "11/40" in out
+
+
+def test_cli_run_prints_each_family_prior(project_root: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from mage_core.envs.kuhn_poker.analysis import beta_prior_meta_value, mean_over_seats
+
+    monkeypatch.setenv("COLUMNS", "250")
+    family = "opponents.kuhn_families={g: {count: 4, seed: 1, alpha: 0.5, beta: 0.5}}"
+    assert run(str(project_root / "params.yaml"), meta_hands=2, overrides=[family]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("│ g "))
+    bayes = mean_over_seats(lambda seat: beta_prior_meta_value(Fraction(1, 2), Fraction(1, 2), 2, "fresh", seat))
+    assert "Beta(0.5, 0.5)" in row and f"{float(bayes):.4f}" in row and "0.4583" in row  # 11/24: best fixed
+    assert "+-" in row  # opponent known: sampled, with its standard error

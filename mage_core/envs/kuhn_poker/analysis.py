@@ -210,38 +210,44 @@ class _MetaSolver:
 
     Beliefs are kept UNNORMALISED (weights = prior x likelihood of what was
     seen); values are linear in them, so a belief is normalised only to key the
-    memo. Worlds are (weight, opponent type index, opponent card).
+    memo. Worlds are (weight, opponent type, opponent card). A type is whatever
+    ``p_bet(type, infoset)`` reads the opponent's P(BET) from: an index into a
+    finite list of strategies, or (``beta_prior_meta_value``) the counts of the
+    opponent's bets and passes seen so far under a Beta prior, which ``after``
+    updates with every move it sees (conjugacy keeps the posterior exact).
     """
 
-    def __init__(self, tables: list[dict[str, Fraction]], agent_seat: int, restart: Restart,
-                 fixed: Mapping[str, int] | None = None) -> None:
-        self._tables = tables
+    def __init__(self, p_bet: Callable[[object, str], Fraction], agent_seat: int, restart: Restart,
+                 fixed: Mapping[str, int] | None = None,
+                 after: Callable[[object, str, int], object] | None = None) -> None:
+        self._p_bet = p_bet
+        self._after = after
         self._seat = agent_seat
         self._restart = restart
         self._fixed = fixed  # the agent's move at each infoset in every hand but the last
         self._memo: dict[tuple, Fraction] = {}
 
-    def fresh(self, type_weights: tuple[Fraction, ...], hands_left: int) -> Fraction:
-        """Value of the remaining hands, each with a new deal, given type weights."""
-        total = sum(type_weights, Fraction(0))
+    def fresh(self, belief: Sequence[tuple[object, Fraction]], hands_left: int) -> Fraction:
+        """Value of the remaining hands, each with a new deal, given (type, weight) pairs."""
+        total = sum((w for _, w in belief), Fraction(0))
         if total == 0:
             return Fraction(0)
-        belief = tuple(weight / total for weight in type_weights)
-        key = ("fresh", hands_left, belief)
+        normal = tuple(sorted((t, w / total) for t, w in belief if w))  # type: ignore[type-var]
+        key = ("fresh", hands_left, normal)
         if key not in self._memo:
             value = Fraction(0)
             for card in range(3):
-                worlds = [(b * _ONE_SIXTH, t, o) for t, b in enumerate(belief) if b for o in range(3) if o != card]
+                worlds = [(b * _ONE_SIXTH, t, o) for t, b in normal for o in range(3) if o != card]
                 value += self._hand(card, (), worlds, hands_left)
             self._memo[key] = value
         return total * self._memo[key]
 
-    def same(self, card: int, worlds: list[tuple[Fraction, int, int]], hands_left: int) -> Fraction:
+    def same(self, card: int, worlds: list[tuple[Fraction, object, int]], hands_left: int) -> Fraction:
         """Value of the remaining hands, all replaying the deal with ``card``."""
         total = sum((w for w, _, _ in worlds), Fraction(0))
         if total == 0:
             return Fraction(0)
-        belief = tuple(sorted((t, o, w / total) for w, t, o in worlds))
+        belief = tuple(sorted((t, o, w / total) for w, t, o in worlds))  # type: ignore[type-var]
         key = ("same", hands_left, card, belief)
         if key not in self._memo:
             self._memo[key] = self._hand(card, (), [(w, t, o) for t, o, w in belief], hands_left)
@@ -261,9 +267,11 @@ class _MetaSolver:
             return max(self._hand(card, history + (move,), worlds, hands_left) for move in MOVES)
         total = Fraction(0)
         for move in MOVES:
-            branch = [
-                (w * _move_probability(self._tables[t][infoset_key(o, history)], move), t, o) for w, t, o in worlds
-            ]
+            branch = []
+            for w, t, o in worlds:
+                key = infoset_key(o, history)
+                seen = t if self._after is None else self._after(t, key, move)
+                branch.append((w * _move_probability(self._p_bet(t, key), move), seen, o))
             total += self._hand(card, history + (move,), branch, hands_left)
         return total
 
@@ -279,10 +287,10 @@ class _MetaSolver:
             if self._restart == "same":
                 total += self.same(card, group, hands_left)
             else:
-                type_weights = [Fraction(0)] * len(self._tables)
+                type_weights: dict[object, Fraction] = {}
                 for w, t, _ in group:
-                    type_weights[t] += w
-                total += self.fresh(tuple(type_weights), hands_left)
+                    type_weights[t] = type_weights.get(t, Fraction(0)) + w
+                total += self.fresh(list(type_weights.items()), hands_left)
         return total
 
 
@@ -310,22 +318,101 @@ def bayes_optimal_meta_value(
 
 def _meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
                 fixed: Mapping[str, int] | None) -> Fraction:
+    seat = _check_meta(agent_seat, num_hands, restart)
+    mix = _normalised_mix(opponent_mix)
+    tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
+    solver = _MetaSolver(lambda t, key: tables[t][key], seat, restart, fixed)  # type: ignore[index]
+    return _solve(solver, [(t, weight) for t, (weight, _) in enumerate(mix)], num_hands, restart)
+
+
+def _solve(solver: _MetaSolver, prior: list[tuple[object, Fraction]], num_hands: int, restart: Restart) -> Fraction:
+    if restart == "fresh":
+        return solver.fresh(prior, num_hands)
+    total = Fraction(0)
+    for card in range(3):
+        worlds = [(weight * _ONE_SIXTH, t, o) for t, weight in prior for o in range(3) if o != card]
+        total += solver.same(card, worlds, num_hands)
+    return total
+
+
+def _check_meta(agent_seat: int, num_hands: int, restart: str) -> int:
     seat = _check_seat(agent_seat)
     if restart not in _RESTARTS:
         valid = "; ".join(f"{name!r} ({meaning})" for name, meaning in _RESTARTS.items())
         raise ValueError(f"restart must be one of {valid}, got {restart!r}")
     if isinstance(num_hands, bool) or not isinstance(num_hands, int) or num_hands < 1:
         raise ValueError(f"num_hands must be a positive integer, got {num_hands!r}")
-    mix = _normalised_mix(opponent_mix)
-    tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
-    solver = _MetaSolver(tables, seat, restart, fixed)
-    if restart == "fresh":
-        return solver.fresh(tuple(weight for weight, _ in mix), num_hands)
-    total = Fraction(0)
-    for card in range(3):
-        worlds = [(weight * _ONE_SIXTH, t, o) for t, (weight, _) in enumerate(mix) for o in range(3) if o != card]
-        total += solver.same(card, worlds, num_hands)
-    return total
+    return seat
+
+
+# --------------------------------------------------------------------------- #
+# A continuous prior: every P(BET) drawn from Beta(alpha, beta)
+
+
+def _beta_parameters(alpha: object, beta: object) -> tuple[Fraction, Fraction]:
+    a, b = to_fraction(alpha), to_fraction(beta)
+    if a <= 0 or b <= 0:
+        raise ValueError(f"Beta prior parameters must be > 0, got alpha={alpha!r}, beta={beta!r}")
+    return a, b
+
+
+def beta_prior_meta_value(alpha: object, beta: object, num_hands: int, restart: Restart, agent_seat: int,
+                          fixed: Mapping[str, int] | None = None) -> Fraction:
+    """The Bayes-optimal final hand against an opponent whose P(BET) at each of its
+    six information sets is drawn once per meta-episode, independently, from
+    Beta(``alpha``, ``beta``) (the prior of ``opponents.kuhn_families``, without
+    its rounding or its finite count): exact, because the posterior after any
+    observed moves is again a product of Betas (a mixture of them until a
+    showdown reveals the card), so a belief is the counts of bets and passes seen
+    at each infoset. ``num_hands=1`` gives the best fixed strategy's value (the
+    best response to the mean strategy); ``fixed``: play that pure strategy in
+    every hand but the last (``fixed_then_respond_value``)."""
+    seat = _check_meta(agent_seat, num_hands, restart)
+    a, b = _beta_parameters(alpha, beta)
+    index = {key: i for i, key in enumerate(INFOSETS_BY_SEAT[1 - seat])}
+
+    def p_bet(counts: object, key: str) -> Fraction:
+        i = index[key]
+        bets, passes = counts[2 * i], counts[2 * i + 1]  # type: ignore[index]
+        return (a + bets) / (a + b + bets + passes)
+
+    def after(counts: object, key: str, move: int) -> object:
+        seen = list(counts)  # type: ignore[call-overload]
+        seen[2 * index[key] + (0 if move == BET else 1)] += 1
+        return tuple(seen)
+
+    solver = _MetaSolver(p_bet, seat, restart, fixed, after)
+    return _solve(solver, [((0,) * 12, Fraction(1))], num_hands, restart)
+
+
+def beta_prior_mean_strategy(alpha: object, beta: object) -> BehaviourStrategy:
+    """P(BET) = alpha / (alpha + beta) everywhere: a fixed strategy earns against
+    the Beta prior exactly what it earns against this one (chips are linear in
+    each infoset's P(BET), and the infosets are drawn independently)."""
+    a, b = _beta_parameters(alpha, beta)
+    return BehaviourStrategy(f"beta({a},{b}) mean", {key: a / (a + b) for key in INFOSETS_BY_SEAT[0] + INFOSETS_BY_SEAT[1]})
+
+
+def beta_prior_passive_value(alpha: object, beta: object, num_hands: int, restart: Restart, agent_seat: int
+                             ) -> Fraction:
+    """``passive_meta_value`` under the Beta prior (best fixed = best response to the mean strategy)."""
+    mean = [(1, beta_prior_mean_strategy(alpha, beta))]
+    return max(beta_prior_meta_value(alpha, beta, num_hands, restart, agent_seat, fixed)
+               for fixed in best_fixed_strategies(mean, agent_seat))
+
+
+def sampled_known_value(draw: Callable[[int], BehaviourStrategy], samples: int, agent_seat: int
+                        ) -> tuple[float, float]:
+    """Monte Carlo "opponent known" ceiling of a prior that has no finite support:
+    the mean of the best-response value over ``samples`` opponents ``draw(i)``
+    (i = 0, 1, ...), and its standard error. On a finite prior (``draw`` picking
+    members by their weight) it estimates ``type_known_value``."""
+    if samples < 2:
+        raise ValueError(f"samples must be at least 2 for a standard error, got {samples}")
+    values = [float(best_response([(1, draw(i))], agent_seat)[0]) for i in range(samples)]
+    mean = sum(values) / samples
+    variance = sum((v - mean) ** 2 for v in values) / (samples - 1)
+    return mean, (variance / samples) ** 0.5
 
 
 def fixed_then_respond_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
