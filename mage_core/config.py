@@ -24,6 +24,9 @@ from pydantic import (
 
 from mage_core.opponents.kuhn_families import KuhnFamily, member_name
 from mage_core.opponents.kuhn_families import members as family_members
+from mage_core.opponents.ttt_families import TicTacToeFamily
+from mage_core.opponents.ttt_families import member_name as ttt_member_name
+from mage_core.opponents.ttt_families import members as ttt_members
 from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
 from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Strict
@@ -196,6 +199,31 @@ class KuhnFamilyConfig(Strict):
         return KuhnFamily(**self.model_dump())
 
 
+class TicTacToeFamilyConfig(Strict):
+    """A generated family of Tic-Tac-Toe opponents (``mage_core.opponents.ttt_families``):
+    ``count`` players ``<family>-<i>`` of one ``kind``: ``pattern`` (a random order of
+    the nine cells each) or ``mcts`` (a simulation budget each, log-uniform over
+    ``simulations``), each playing a random move with its own probability drawn
+    uniformly from ``noise``. Member i is drawn from its own stream (seed, i)."""
+
+    count: Annotated[int, Field(ge=1, le=4096)]
+    seed: NonNegativeInt = 0
+    kind: Literal["pattern", "mcts"] = "pattern"
+    simulations: tuple[Annotated[int, Field(ge=2, le=100_000)], Annotated[int, Field(ge=2, le=100_000)]] = (10, 1000)
+    noise: tuple[Annotated[float, Field(ge=0, le=1)], Annotated[float, Field(ge=0, le=1)]] = (0.0, 0.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "TicTacToeFamilyConfig":
+        problems = [f"{key} must be [low, high] with low <= high, got {list(getattr(self, key))}"
+                    for key in ("simulations", "noise") if getattr(self, key)[0] > getattr(self, key)[1]]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def family(self) -> TicTacToeFamily:
+        return TicTacToeFamily(**self.model_dump())
+
+
 #: A family's name: members are ``<name>-<i>``.
 FamilyName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
 
@@ -206,6 +234,7 @@ class OpponentsConfig(Strict):
     cfr_iterations: PositiveInt = 10_000
     kuhn_strategies: dict[str, KuhnStrategyConfig] = {}
     kuhn_families: dict[FamilyName, KuhnFamilyConfig] = {}
+    ttt_families: dict[FamilyName, TicTacToeFamilyConfig] = {}
 
     @field_validator("kuhn_strategies")
     @classmethod
@@ -225,6 +254,14 @@ class OpponentsConfig(Strict):
             if taken:
                 problems.append(f"kuhn_families.{name}: its names ({name}, {member_name(name, 0)} .. "
                                 f"{member_name(name, spec.count - 1)}) clash with {', '.join(taken)}; choose another name")
+        for name, ttt in self.ttt_families.items():
+            names = (name, *(ttt_member_name(name, i) for i in range(ttt.count)))
+            taken = [n for n in names if check_opponent_name("tic_tac_toe", n) is None]
+            taken += [f"the population preset {name}"] if name in PRESETS["tic_tac_toe"] else []
+            if taken:
+                problems.append(f"ttt_families.{name}: its names ({name}, {ttt_member_name(name, 0)} .. "
+                                f"{ttt_member_name(name, ttt.count - 1)}) clash with {', '.join(taken)}; "
+                                "choose another name")
         if problems:  # (two families never share a name: a family's name has no "-")
             raise ValueError("; ".join(problems))
         return self
@@ -233,11 +270,15 @@ class OpponentsConfig(Strict):
         strategies: dict[str, Any] = {name: s.model_dump() for name, s in self.kuhn_strategies.items()}
         for name, spec in self.kuhn_families.items():
             strategies.update(family_members(name, spec.family()))
+        players: dict[str, Any] = {}
+        for name, ttt in self.ttt_families.items():
+            players.update(ttt_members(name, ttt.family()))
         return OpponentSettings(
             mcts_uct_c=self.mcts_uct_c,
             mcts_solver=self.mcts_solver,
             cfr_iterations=self.cfr_iterations,
             kuhn_strategies=strategies,
+            ttt_players=players,
         )
 
 
@@ -266,8 +307,7 @@ class PopulationEntryConfig(Strict):
     @field_validator("opponent")
     @classmethod
     def _known(cls, v: str, info: ValidationInfo) -> str:
-        custom = (info.context or {}).get("kuhn_strategies", {})
-        if (problem := check_opponent_name(cls.game, v, custom)) is not None:
+        if (problem := check_opponent_name(cls.game, v, _custom_names(info, cls.game))) is not None:
             raise ValueError(problem)
         return v
 
@@ -280,9 +320,21 @@ class KuhnPokerEntry(PopulationEntryConfig):
     game: ClassVar[str] = "kuhn_poker"
 
 
-def _family_as_entries(spec: Any, info: ValidationInfo) -> Any:
-    """A Kuhn population given as a family's name: the family, whole (one entry, weight 1)."""
-    if isinstance(spec, str) and spec in (info.context or {}).get("kuhn_families", {}):
+#: parse_config's context keys of each game's user-defined names and family sizes.
+_CONTEXT = {"kuhn_poker": ("kuhn_strategies", "kuhn_families"), "tic_tac_toe": ("ttt_players", "ttt_families")}
+
+
+def _custom_names(info: ValidationInfo, game: str) -> Mapping[str, Any]:
+    return (info.context or {}).get(_CONTEXT[game][0], {})
+
+
+def _families(info: ValidationInfo, game: str) -> Mapping[str, int]:
+    return (info.context or {}).get(_CONTEXT[game][1], {})
+
+
+def _family_as_entries(spec: Any, info: ValidationInfo, game: str = "kuhn_poker") -> Any:
+    """A population given as a family's name: the family, whole (one entry, weight 1)."""
+    if isinstance(spec, str) and spec in _families(info, game):
         return [{"opponent": spec}]
     return spec
 
@@ -290,6 +342,10 @@ def _family_as_entries(spec: Any, info: ValidationInfo) -> Any:
 def _kuhn_entry(opponent: str, weight: float, seat: str) -> KuhnPokerEntry:
     """A family member's entry (its name is valid by construction)."""
     return KuhnPokerEntry.model_construct(opponent=opponent, weight=weight, seat=seat)
+
+
+def _ttt_entry(opponent: str, weight: float, seat: str) -> TicTacToeEntry:
+    return TicTacToeEntry.model_construct(opponent=opponent, weight=weight, seat=seat)
 
 
 def _check_preset(game: str, spec: Any) -> Any:
@@ -307,9 +363,16 @@ class PopulationConfig(Strict):
     tic_tac_toe: Union[str, list[TicTacToeEntry]] = "balanced"
     kuhn_poker: Union[str, list[KuhnPokerEntry]] = "paper"
 
+    @field_validator("tic_tac_toe", mode="before")
+    @classmethod
+    def _ttt_family_name(cls, v: Any, info: ValidationInfo) -> Any:
+        return _family_as_entries(v, info, "tic_tac_toe")
+
     @field_validator("tic_tac_toe")
     @classmethod
-    def _ttt(cls, v: Any) -> Any:
+    def _ttt(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, list):  # a family stands for its members
+            return expand_families(v, _families(info, "tic_tac_toe"), _ttt_entry)
         return _check_preset("tic_tac_toe", v)
 
     @field_validator("kuhn_poker", mode="before")
@@ -373,6 +436,19 @@ class OodSuitesConfig(Strict):
     def _family_names(cls, v: Any, info: ValidationInfo) -> Any:
         return {name: _family_as_entries(spec, info) for name, spec in v.items()} if isinstance(v, dict) else v
 
+    @field_validator("tic_tac_toe", mode="before")
+    @classmethod
+    def _ttt_family_names(cls, v: Any, info: ValidationInfo) -> Any:
+        return ({name: _family_as_entries(spec, info, "tic_tac_toe") for name, spec in v.items()}
+                if isinstance(v, dict) else v)
+
+    @field_validator("tic_tac_toe")
+    @classmethod
+    def _ttt_families(cls, v: Any, info: ValidationInfo) -> Any:
+        families = _families(info, "tic_tac_toe")
+        return {name: expand_families(spec, families, _ttt_entry) if isinstance(spec, list) else spec
+                for name, spec in v.items()}
+
     @field_validator("kuhn_poker")
     @classmethod
     def _kuhn_families(cls, v: Any, info: ValidationInfo) -> Any:
@@ -404,8 +480,7 @@ class MatchConfig(Strict):
     def _known(cls, v: str, info: ValidationInfo) -> str:
         game = info.data.get("game")
         if game is not None:
-            custom = (info.context or {}).get("kuhn_strategies", {})
-            if (p := check_opponent_name(game, v, custom)) is not None:
+            if (p := check_opponent_name(game, v, _custom_names(info, game))) is not None:
                 raise ValueError(p)
         return v
 
@@ -574,6 +649,23 @@ class Config(Strict):
         return {**data, "algorithm": {**values, **algorithm}}
 
     @model_validator(mode="after")
+    def _league_plays_kuhn(self) -> "Config":
+        if not self.train.league.every:
+            return self
+        problems = []
+        if self.env.name != "kuhn_poker":
+            problems.append(f"env.name {self.env.name}: the league reads the policy as a Kuhn Poker strategy")
+        if self.policy.action_mode != "constrained":
+            problems.append("policy.action_mode free: the league reads the policy's first hand from its "
+                            "candidate scores (constrained actions)")
+        if self.rollout.workers > 0:
+            problems.append("rollout.workers > 0: Ray rollout workers hold the opponents they were started "
+                            "with and would never meet the league; set rollout.workers: 0")
+        if problems:
+            raise ValueError("train.league.every > 0 needs: " + "; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _rollout_workers_copy_the_policy(self) -> "Config":
         if self.rollout.workers > 0 and self.backend.vllm_sleep:
             raise ValueError("backend.vllm_sleep: the vLLM engines of rollout.workers run on Ray actors, beside no "
@@ -631,6 +723,13 @@ def _format_error(err: dict[str, Any]) -> str:
     return f"{key}: {msg} (got {given!r})"
 
 
+def _family_counts(families: Any) -> dict[str, int]:
+    """Family name -> its count, for the families whose count is valid."""
+    return {name: spec["count"] for name, spec in (families.items() if isinstance(families, dict) else ())
+            if isinstance(name, str) and isinstance(spec, dict) and isinstance(spec.get("count"), int)
+            and not isinstance(spec["count"], bool) and 1 <= spec["count"] <= 4096}
+
+
 def parse_config(data: Any, source: str = "<params>") -> Config:
     """Validate a mapping; raise ConfigError listing every problem."""
     if data is None:
@@ -641,14 +740,15 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
     opponents = opponents if isinstance(opponents, dict) else {}
     strategies = opponents.get("kuhn_strategies", {})
     strategies = dict(strategies) if isinstance(strategies, dict) else {}
-    families = opponents.get("kuhn_families", {})
-    # A family's name and its members' are opponent names (a bad count is reported by opponents.kuhn_families).
-    counts = {name: spec["count"] for name, spec in (families.items() if isinstance(families, dict) else ())
-              if isinstance(name, str) and isinstance(spec, dict) and isinstance(spec.get("count"), int)
-              and not isinstance(spec["count"], bool) and 1 <= spec["count"] <= 4096}
+    # A family's name and its members' are opponent names (a bad count is reported by opponents.*_families).
+    counts = _family_counts(opponents.get("kuhn_families", {}))
     for name, count in counts.items():
         strategies.update({name: {}, **{member_name(name, i): {} for i in range(count)}})
-    context = {"kuhn_strategies": strategies, "kuhn_families": counts}
+    ttt_counts = _family_counts(opponents.get("ttt_families", {}))
+    players = {n: {} for name, count in ttt_counts.items() for n in (name, *(ttt_member_name(name, i)
+                                                                           for i in range(count)))}
+    context = {"kuhn_strategies": strategies, "kuhn_families": counts, "ttt_players": players,
+               "ttt_families": ttt_counts}
     try:
         return Config.model_validate(data, context=context)
     except ValidationError as err:

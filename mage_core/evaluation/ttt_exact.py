@@ -13,7 +13,8 @@ can reach at most this value, so it bounds the final episode of a meta-episode
 from above.
 
 Distributions: pattern players are deterministic and uniform random is
-uniform, both exact; MCTS is estimated by running its search ``samples`` times
+uniform, both exact, and so is a generated family's noisy pattern player (its
+random move with probability noise, else its pattern's); MCTS, noisy or not, is estimated by running its search ``samples`` times
 per position (a seeded generator), lazily for the positions the expectimax
 reaches. An estimated distribution makes the maximum optimistic (the search
 fits the sample noise), so :func:`play` plays the resulting policy against the
@@ -40,6 +41,7 @@ from mage_core.envs.tic_tac_toe.rules import TicTacToeState, initial_state
 from mage_core.opponents.minimax import move_values
 from mage_core.opponents.patterns import PatternPlayer
 from mage_core.opponents.random_player import UniformRandom
+from mage_core.opponents.ttt_families import NoisyPlayer
 
 Objective = Literal["win", "safe", "reward"]
 OBJECTIVES: tuple[Objective, ...] = ("win", "safe", "reward")
@@ -55,6 +57,13 @@ def _score(value: Outcome3, objective: Objective) -> tuple[float, float]:
     return (win, -loss)  # "win", and "safe" among the optimal moves
 
 
+def _is_exact(opponent: object) -> bool:
+    """Whether an opponent's move distribution is known without sampling."""
+    if isinstance(opponent, NoisyPlayer):
+        return _is_exact(opponent.inner)
+    return isinstance(opponent, (PatternPlayer, UniformRandom))
+
+
 class MoveDistributions:
     """The opponent's move distribution per position, exact or estimated."""
 
@@ -66,7 +75,7 @@ class MoveDistributions:
         self.opponent = opponent
         self.samples = samples
         self.rng = check_generator(rng, "MoveDistributions")
-        self.exact = isinstance(opponent, (PatternPlayer, UniformRandom))
+        self.exact = _is_exact(opponent)
         self._cache: dict[tuple[int, ...], dict[int, float]] = {}
 
     def __call__(self, state: TicTacToeState) -> dict[int, float]:
@@ -86,6 +95,11 @@ class MoveDistributions:
             return {int(m): 1.0 / len(legal) for m in legal}
         if isinstance(self.opponent, PatternPlayer):
             return {int(self.opponent.act(state, self.rng)): 1.0}
+        if isinstance(self.opponent, NoisyPlayer) and _is_exact(self.opponent.inner):
+            # A random move with probability noise, else the inner player's (exact) move.
+            inner = MoveDistributions(self.opponent.inner, 1, self.rng)._distribution(state)
+            noise = self.opponent.noise
+            return {int(m): noise / len(legal) + (1 - noise) * inner.get(int(m), 0.0) for m in legal}
         counts: dict[int, int] = {}
         for _ in range(self.samples):
             move = int(self.opponent.act(state, self.rng))

@@ -4,7 +4,9 @@ Names (``<family>`` or ``<family>-<parameter>``):
 
 =============  ===================================================================
 tic_tac_toe    ``random``, ``minimax``, ``mcts-<simulations>``, ``pattern-<order>``
-               with order one of ``PATTERN_ORDERS``
+               with order one of ``PATTERN_ORDERS``, and ``<family>-<i>``, the
+               members of the generated families of ``opponents.ttt_families``
+               (``mage_core.opponents.ttt_families``)
 kuhn_poker     ``random``, ``conservative``, ``aggressive``, ``intermediate``,
                ``tight_caller``, ``calling_station`` (the exploration pair),
                ``equilibrium-<alpha>`` (alpha a fraction in [0, 1/3], e.g. ``1/6``),
@@ -57,12 +59,19 @@ class OpponentSettings:
     mcts_solver: bool = True
     cfr_iterations: int = 10_000
     kuhn_strategies: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: Tic-Tac-Toe players by name (``ttt_families.member`` specs): generated families' members.
+    ttt_players: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def custom(self, game: str) -> Mapping[str, object]:
+        """The user-defined opponent names of ``game``."""
+        return self.kuhn_strategies if game == "kuhn_poker" else self.ttt_players
 
 
 def valid_names(game: str, custom: Mapping[str, object] = {}) -> list[str]:
     """Human-readable list of accepted names, for error messages."""
     if game == "tic_tac_toe":
-        return ["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
+        return (["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
+                + _collapse_members(custom))
     if game == "kuhn_poker":
         return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
                 *_collapse_members(custom)]
@@ -96,7 +105,7 @@ def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {})
     if name == "random":
         return None
     if game == "tic_tac_toe":
-        if name == "minimax":
+        if name == "minimax" or name in custom:
             return None
         if m := _MCTS.match(name):
             # The first simulation only expands the root, so one simulation chooses
@@ -126,7 +135,7 @@ def _parse_alpha(text: str) -> Fraction | None:
 
 def make_opponent(game: str, name: str, settings: OpponentSettings = OpponentSettings()) -> Opponent:
     """Build the named opponent; raises ValueError listing valid names."""
-    problem = check_opponent_name(game, name, settings.kuhn_strategies)
+    problem = check_opponent_name(game, name, settings.custom(game))
     if problem is not None:
         raise ValueError(problem)
     if game == "tic_tac_toe":
@@ -143,6 +152,8 @@ def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
         from mage_core.opponents.minimax import MinimaxPlayer
 
         return MinimaxPlayer(name="minimax")
+    if name in settings.ttt_players:
+        return _make_generated(name, settings.ttt_players[name], settings)
     if m := _MCTS.match(name):
         from mage_core.opponents.mcts import MCTSPlayer
 
@@ -157,6 +168,24 @@ def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
     from mage_core.opponents.patterns import PATTERNS, PatternPlayer
 
     return PatternPlayer(name=name, order=PATTERNS[m.group(1)])
+
+
+def _make_generated(name: str, spec: Mapping[str, object], settings: OpponentSettings) -> Opponent:
+    """A generated Tic-Tac-Toe family's member (``mage_core.opponents.ttt_families``)."""
+    from mage_core.opponents.ttt_families import NoisyPlayer
+
+    inner: Opponent
+    if spec["kind"] == "pattern":
+        from mage_core.opponents.patterns import PatternPlayer
+
+        inner = PatternPlayer(name=name, order=spec["order"])  # type: ignore[arg-type]
+    else:
+        from mage_core.opponents.mcts import MCTSPlayer
+
+        inner = MCTSPlayer(name=name, num_simulations=int(spec["simulations"]),  # type: ignore[call-overload]
+                           uct_c=settings.mcts_uct_c, solver=settings.mcts_solver)
+    noise = float(spec.get("noise", 0.0))  # type: ignore[arg-type]
+    return NoisyPlayer(name, inner, noise) if noise > 0 else inner
 
 
 def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:

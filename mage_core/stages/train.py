@@ -382,6 +382,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         restore_rng(saved["rng"], numpy=rng, torch_generator=torch_rng)
         state = TrainState(iteration=step, best_score=saved["best_score"], best_iteration=saved["best_iteration"])
         trainer.load_policy_state(engine.policy_state_dict())
+        trainer.load_league_state(saved.get("league"))
         if main:
             console.print(f"resumed from {latest} at iteration {step}")
     mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
@@ -414,6 +415,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 it = state.iteration
                 metrics = trainer.iteration(it, rng, torch_rng)
                 state.iteration = it + 1
+                metrics.update(trainer.update_league(state.iteration))  # train.league: its next members
                 if t.eval_every and (state.iteration % t.eval_every == 0 or state.iteration == planned):
                     eval_metrics, eval_metas = trainer.evaluate()
                     last_eval = (state.iteration, eval_metrics, eval_metas)
@@ -427,7 +429,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 over_budget = ranks.broadcast(bool(t.time_budget_minutes)
                                               and time.monotonic() - started > 60 * t.time_budget_minutes)
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
-                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks)
+                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league_state())
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1
                 if stop_after is not None and done_here >= stop_after:
@@ -558,7 +560,7 @@ def save_best(engine: Any, model: Any, tokenizer: Any, path: Path, ranks: Ranks)
 
 
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
-          digest: str, code: str, ranks: Ranks) -> None:
+          digest: str, code: str, ranks: Ranks, league: list[Any] | None = None) -> None:
     engine_state = engine.state_dict()  # collective with several ranks: rank 0 gets every optimizer shard
     if not ranks.main:
         ranks.barrier()
@@ -566,7 +568,7 @@ def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Gener
     tensors, rest = pack_engine_state(engine_state)
     checkpoints.save(state.iteration, tensors, {
         "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
-        "best_score": state.best_score, "best_iteration": state.best_iteration,
+        "best_score": state.best_score, "best_iteration": state.best_iteration, "league": league or [],
     }, {"config_digest": digest, "code_digest": code, "ranks": ranks.world})
     ranks.barrier()
 

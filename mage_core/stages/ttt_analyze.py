@@ -66,7 +66,7 @@ def run(params: str, opponents: Sequence[str] | None = None, samples: int = 200,
     _check(samples, games)
     settings = cfg.opponents.settings()
     if opponents:
-        problems = [f"--opponent: {p}" for name in opponents if (p := check_opponent_name("tic_tac_toe", name))]
+        problems = [f"--opponent: {p}" for name in opponents if (p := check_opponent_name("tic_tac_toe", name, settings.ttt_players))]
         if problems:
             raise ConfigError("command line", problems)
         pairs = {(name, seat): 0.5 / len(opponents) for name in opponents for seat in (0, 1)}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -36,7 +37,8 @@ from mage_core.evaluation.meta_eval import evaluation_specs, summarize
 from mage_core.envs.registry import is_single_agent
 from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population, PopulationEntry
-from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
+from mage_core.opponents.registry import OpponentSettings
+from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings, Response
 from mage_core.rollout.pool import RolloutJob, RolloutPool, attach_codec, build_meta_episodes, detach_codec
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.runner import (
@@ -149,6 +151,7 @@ class MetaRLTrainer:
         self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
         self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
                            if not is_single_agent(self.game) else None)
+        self.league: dict[str, dict[str, Fraction]] = {}  # train.league: name -> P(BET) table, oldest first
         self._opponents: dict[str, Any] = {}
         self._env_settings = getattr(cfg.env, self.game).settings()
         self._pool: RolloutPool | None = None  # Ray rollout workers, built on first use (rollout.workers > 0)
@@ -189,6 +192,64 @@ class MetaRLTrainer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- the league (train.league) ----------------------------------------------------------------
+
+    def opponent_settings(self) -> OpponentSettings:
+        """The configured opponents and the league's members."""
+        settings = self.cfg.opponents.settings()
+        if not self.league:
+            return settings
+        return dataclasses.replace(settings, kuhn_strategies={**settings.kuhn_strategies, **self.league})
+
+    def update_league(self, iteration: int) -> dict[str, float]:
+        """After ``iteration`` iterations, every ``train.league.every``: read the
+        policy's first hand (``first_hand_strategy``) and add to the league its exact
+        best response in both seats (``league_exploiter_<iteration>``, pure) and/or
+        the strategy itself (``league_past_<iteration>``, P(BET) to 1/1000); drop the
+        oldest beyond ``max_members``; rebuild the training population. Returns
+        ``league/members`` and ``league/exploiter_value`` (what the new exploiter
+        wins per hand, seats averaged: the first hand's exploitability)."""
+        league = self.cfg.train.league
+        if not league.every or iteration % league.every:
+            return {}
+        from mage_core.envs.kuhn_poker.analysis import best_response
+
+        strategy = self.first_hand_strategy()
+        value0, as_first = best_response([(1, strategy)], 0)
+        value1, as_second = best_response([(1, strategy)], 1)
+        if "exploiter" in league.add:
+            self.league[f"league_exploiter_{iteration}"] = {k: Fraction(m) for k, m in {**as_first,
+                                                                                          **as_second}.items()}
+        if "snapshot" in league.add:
+            self.league[f"league_past_{iteration}"] = {k: Fraction(p).limit_denominator(1000)
+                                                       for k, p in strategy.p_bet.items()}
+        while len(self.league) > league.max_members:
+            del self.league[next(iter(self.league))]
+        self._league_population()
+        return {"league/members": float(len(self.league)), "league/exploiter_value": float(value0 + value1) / 2}
+
+    def _league_population(self) -> None:
+        base = self.cfg.population.entries(self.game)  # type: ignore[arg-type]
+        if not self.league:
+            self.population = Population(base)
+            return
+        share, total = self.cfg.train.league.share, sum(e.weight for e in base)
+        entries = [PopulationEntry(e.opponent, e.weight / total * (1 - share), e.seat) for e in base]
+        entries += [PopulationEntry(name, share / len(self.league), "mixed") for name in self.league]
+        self.population = Population(entries)
+
+    def league_state(self) -> list[list[Any]]:
+        """The league for a checkpoint (weights-only safe): [name, [[infoset, num, den], ...]]."""
+        return [[name, [[key, p.numerator, p.denominator] for key, p in table.items()]]
+                for name, table in self.league.items()]
+
+    def load_league_state(self, state: Sequence[Sequence[Any]] | None) -> None:
+        """Restore ``league_state`` (a resumed run meets the league it had)."""
+        self.league = {str(name): {str(key): Fraction(int(num), int(den)) for key, num, den in table}
+                       for name, table in (state or [])}
+        if self.population is not None:
+            self._league_population()
+
     # -- building meta-episodes -----------------------------------------------------------------
 
     def sample_specs(self, rng: np.random.Generator) -> list[MetaEpisodeSpec]:
@@ -221,7 +282,7 @@ class MetaRLTrainer:
     def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings,
               env_settings: Any = None) -> list[MetaEpisode]:
         env_settings = env_settings if env_settings is not None else self._env_settings
-        metas = build_meta_episodes(self.game, specs, settings, env_settings, self.cfg.opponents.settings(),
+        metas = build_meta_episodes(self.game, specs, settings, env_settings, self.opponent_settings(),
                                     self.codec.encode_prompt, self.codec.encode_action, self._opponents)
         if settings.retrieval != "none":  # a memory baseline: one bank shared by the call's meta-episodes
             bank = MemoryBank(settings.retrieval, self.cfg.algorithm.retrieve_k)
@@ -382,13 +443,15 @@ class MetaRLTrainer:
         seed ``evaluation.selection_seed``, or ``seed``; WebShop: its ``select``
         split, ``evaluation.suites.selection_suite``), and for Kuhn Poker against
         deterministic opponents the greedy policy's exact value (``evaluate_exact``:
-        ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``)."""
+        ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``) and the exact
+        exploitability of the policy's first hand (``first_hand_exploitability``)."""
         suite = selection_suite(self.cfg)
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
                                self.cfg.evaluation.selection_seed if seed is None else seed)
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
-        return {**{f"eval/{k}": v for k, v in summary.items()}, **self.evaluate_exact()}, metas
+        return ({**{f"eval/{k}": v for k, v in summary.items()}, **self.evaluate_exact(),
+                 **self.first_hand_exploitability()}, metas)
 
     def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None) -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
@@ -431,43 +494,97 @@ class MetaRLTrainer:
         return {f"eval/{key}": v for key, v in values.items()}
 
 
+    def first_hand_bets(self, cases: Sequence[tuple[str, int, tuple[int, int], bool]]) -> list[float]:
+        """Kuhn Poker: the policy's probability of BET at one decision of the FIRST
+        hand per case (opponent, agent seat, deal, agent passed first): the deal is
+        fixed, the agent passes first where asked, and the opponent plays its own
+        (deterministic, for the cases to reach their infoset) move. Read from the
+        candidate scores at the evaluation temperature: no sampling noise. The first
+        hand has no history, so this is the policy before it has met anyone."""
+        from mage_core.envs.kuhn_poker.rules import BET, MOVE_NAMES, PASS
+        from mage_core.evaluation.kuhn_exact import fix_deals
+
+        specs = [MetaEpisodeSpec("kuhn_poker", opponent, seat, 0, i) for i, (opponent, seat, _, _) in enumerate(cases)]
+        metas = self.build(specs, self.eval_settings)
+        fix_deals(metas, [[deal] for _, _, deal, _ in cases])
+        requests = []
+        for meta, (_, _, _, passed) in zip(metas, cases):
+            request = meta.request()
+            if passed:  # the agent's PASS; the opponent answers before the next request
+                texts = request.candidate_texts or []
+                meta.apply(request, Response(MOVE_NAMES[PASS], 0.0, choice=texts.index(MOVE_NAMES[PASS])))
+                request = meta.request()
+            requests.append(request)
+        scores = self.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
+        temperature = self.cfg.evaluation.temperature
+        out = []
+        for request, per_candidate in zip(requests, scores):
+            totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
+            probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
+                     else torch.softmax(totals / temperature, dim=0))
+            out.append(sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
+                           if action == MOVE_NAMES[BET]))  # candidates are the legal actions, canonical
+        return out
+
     def opening_bets(self, entries: Sequence[PopulationEntry]) -> dict[str, float]:
         """Kuhn Poker with the agent first to act: the policy's probability of
         betting its first decision of the FIRST hand with each card, averaged over
         the suite's opponents it meets in that seat (``all/opening_bet_{J,Q,K}_ep1``).
 
-        The first hand has no history, so this is how the policy opens before it
-        has seen anything of the opponent: against the exploration pair (preset
-        ``probe``) the Bayes-optimal agent bets every card there (the answer to a
-        bet is what tells the two apart) while "play fixed, then respond" never
-        bets J or Q (``analysis``). Read from the policy's candidate scores at the
-        evaluation temperature (no sampling noise); constrained actions only
-        (empty otherwise, and for suites where the agent never opens)."""
+        Against the exploration pair (preset ``probe``) the Bayes-optimal agent
+        bets every card there (the answer to a bet is what tells the two apart)
+        while "play fixed, then respond" never bets J or Q (``analysis``).
+        Constrained actions only (empty otherwise, and for suites where the agent
+        never opens)."""
         if self.game != "kuhn_poker" or self.cfg.policy.action_mode != "constrained":
             return {}
-        from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, DEALS, MOVE_NAMES
-        from mage_core.evaluation.kuhn_exact import fix_deals
+        from mage_core.envs.kuhn_poker.rules import CARD_LETTERS, DEALS
 
         pairs = [(name, p) for (name, seat), p in sorted(Population(list(entries)).probabilities().items())
                  if seat == 0 and p > 0]
         if not pairs:
             return {}
         deals = [next(d for d in DEALS if d[0] == card) for card in range(3)]
-        specs = [MetaEpisodeSpec("kuhn_poker", name, 0, 0, i) for i, (name, _) in enumerate(pairs) for _ in deals]
-        metas = self.build(specs, self.eval_settings)
-        fix_deals(metas, [[deal] for _ in pairs for deal in deals])
-        requests = [meta.request() for meta in metas]
-        scores = self.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
-        temperature = self.cfg.evaluation.temperature
+        bets = self.first_hand_bets([(name, 0, deal, False) for name, _ in pairs for deal in deals])
         total = sum(p for _, p in pairs)
         out = {f"all/opening_bet_{CARD_LETTERS[card]}_ep1": 0.0 for card in range(3)}
-        for i, (request, per_candidate) in enumerate(zip(requests, scores)):
-            totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
-            probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
-                     else torch.softmax(totals / temperature, dim=0))
-            bet = sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
-                      if action == MOVE_NAMES[BET])  # candidates are the legal actions, canonical
+        for i, bet in enumerate(bets):
             out[f"all/opening_bet_{CARD_LETTERS[i % 3]}_ep1"] += pairs[i // 3][1] / total * bet
+        return out
+
+    def first_hand_strategy(self) -> Any:
+        """Kuhn Poker: the policy's first hand as a behaviour strategy (P(BET) at each
+        of the 12 information sets, ``first_hand_bets``), or None when it cannot be
+        read (another game, free-text actions). Each infoset is reached with a
+        built-in deterministic opponent: ``aggressive`` bets every card (the agent's
+        answers to a bet), ``conservative`` checks J and Q (its turn after a check)."""
+        if self.game != "kuhn_poker" or self.cfg.policy.action_mode != "constrained":
+            return None
+        from mage_core.envs.kuhn_poker.rules import CARD_LETTERS
+        from mage_core.opponents.kuhn import BehaviourStrategy
+
+        cases, keys = [], []
+        for card in range(3):
+            other = 0 if card != 0 else 1  # the opponent holds J, or Q when the agent has J
+            cases += [("aggressive", 0, (card, other), False), ("aggressive", 0, (card, other), True),
+                      ("conservative", 1, (other, card), False), ("aggressive", 1, (other, card), False)]
+            letter = CARD_LETTERS[card]
+            keys += [letter, f"{letter}pb", f"{letter}p", f"{letter}b"]
+        bets = self.first_hand_bets(cases)
+        return BehaviourStrategy("policy (first hand)", dict(zip(keys, bets)))
+
+    def first_hand_exploitability(self) -> dict[str, float]:
+        """``eval/first_hand/exploitability``: what a best responder wins per hand,
+        seats averaged, from the policy's first-hand strategy (exact for that
+        strategy, ``analysis.exploitability``; 0 at a Nash equilibrium, whose value
+        to the first player is -1/18), and ``eval/first_hand/p_bet_<infoset>``."""
+        strategy = self.first_hand_strategy()
+        if strategy is None:
+            return {}
+        from mage_core.envs.kuhn_poker.analysis import exploitability
+
+        out = {"eval/first_hand/exploitability": float(exploitability(strategy))}
+        out.update({f"eval/first_hand/p_bet_{key}": float(p) for key, p in strategy.p_bet.items()})
         return out
 
 

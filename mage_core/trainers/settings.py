@@ -130,6 +130,27 @@ class AlgorithmConfig(Strict):
         return v
 
 
+class LeagueConfig(Strict):
+    """A co-evolving league (Kuhn Poker; beyond the paper, issue 15): every ``every``
+    iterations the policy's first hand is read as a behaviour strategy and the
+    league gains its exact best response (``exploiter``) and/or a copy of it
+    (``snapshot``, a past agent). Once it has members the league holds ``share`` of
+    the training population (split evenly, seats mixed), the configured population
+    the rest; beyond ``max_members`` the oldest leave. 0: no league."""
+
+    every: NonNegativeInt = 0
+    add: list[Literal["exploiter", "snapshot"]] = ["exploiter", "snapshot"]
+    share: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    max_members: PositiveInt = 8
+
+    @field_validator("add")
+    @classmethod
+    def _some(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"name exploiter and/or snapshot, each once, got {v}")
+        return v
+
+
 class TrainConfig(Strict):
     """The PPO loop (METHOD.md section 6), sized for the CPU default."""
 
@@ -162,6 +183,7 @@ class TrainConfig(Strict):
     eval_every: NonNegativeInt = 25
     time_budget_minutes: NonNegativeFloat = 0.0
     output_dir: str = "artifacts/train"
+    league: LeagueConfig = LeagueConfig()
 
 
 class OpenAIEndpointConfig(Strict):

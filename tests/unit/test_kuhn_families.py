@@ -97,7 +97,8 @@ def test_a_family_stands_for_its_members_in_populations_and_suites() -> None:
      "opponents.kuhn_families.Gen-2.[key]: String should match pattern '^[a-z][a-z0-9_]*$' (got 'Gen-2')"),
     ({"opponents": FAMILIES, "population": {"kuhn_poker": [{"opponent": "gen-4"}]}},
      "population.kuhn_poker[0].opponent: 'gen-4' is not an opponent of kuhn_poker; valid: random, conservative, "
-     "aggressive, intermediate, equilibrium-<alpha in [0,1/3]>, cfr, cfr_argmax, gen, gen-<0..3>, held, held-<0..2>"),
+     "aggressive, intermediate, tight_caller, calling_station, equilibrium-<alpha in [0,1/3]>, cfr, cfr_argmax, "
+     "gen, gen-<0..3>, held, held-<0..2>"),
 ])
 def test_bad_families_are_named_with_the_fix(data: dict, problem: str) -> None:
     with pytest.raises(ConfigError) as err:
