@@ -22,10 +22,10 @@ from pydantic import (
     model_validator,
 )
 
-from mage_core.opponents.kuhn_families import KuhnFamily, member_name
+from mage_core.opponents.families import member_name
+from mage_core.opponents.kuhn_families import KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
 from mage_core.opponents.ttt_families import TicTacToeFamily
-from mage_core.opponents.ttt_families import member_name as ttt_member_name
 from mage_core.opponents.ttt_families import members as ttt_members
 from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
@@ -255,12 +255,12 @@ class OpponentsConfig(Strict):
                 problems.append(f"kuhn_families.{name}: its names ({name}, {member_name(name, 0)} .. "
                                 f"{member_name(name, spec.count - 1)}) clash with {', '.join(taken)}; choose another name")
         for name, ttt in self.ttt_families.items():
-            names = (name, *(ttt_member_name(name, i) for i in range(ttt.count)))
+            names = (name, *(member_name(name, i) for i in range(ttt.count)))
             taken = [n for n in names if check_opponent_name("tic_tac_toe", n) is None]
             taken += [f"the population preset {name}"] if name in PRESETS["tic_tac_toe"] else []
             if taken:
-                problems.append(f"ttt_families.{name}: its names ({name}, {ttt_member_name(name, 0)} .. "
-                                f"{ttt_member_name(name, ttt.count - 1)}) clash with {', '.join(taken)}; "
+                problems.append(f"ttt_families.{name}: its names ({name}, {member_name(name, 0)} .. "
+                                f"{member_name(name, ttt.count - 1)}) clash with {', '.join(taken)}; "
                                 "choose another name")
         if problems:  # (two families never share a name: a family's name has no "-")
             raise ValueError("; ".join(problems))
@@ -745,7 +745,7 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
     for name, count in counts.items():
         strategies.update({name: {}, **{member_name(name, i): {} for i in range(count)}})
     ttt_counts = _family_counts(opponents.get("ttt_families", {}))
-    players = {n: {} for name, count in ttt_counts.items() for n in (name, *(ttt_member_name(name, i)
+    players = {n: {} for name, count in ttt_counts.items() for n in (name, *(member_name(name, i)
                                                                            for i in range(count)))}
     context = {"kuhn_strategies": strategies, "kuhn_families": counts, "ttt_players": players,
                "ttt_families": ttt_counts}

@@ -25,6 +25,7 @@ from typing import Literal
 import numpy as np
 
 from mage_core.envs.kuhn_poker.rules import ALL_INFOSETS
+from mage_core.opponents.families import check_index, count_and_seed_problems, member_name
 
 #: Priors a family may be drawn from.
 PRIORS = ("beta",)
@@ -42,11 +43,7 @@ class KuhnFamily:
     grid: int = 100
 
     def __post_init__(self) -> None:
-        problems = []
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            problems.append(f"count must be an int >= 1, got {self.count!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            problems.append(f"seed must be an int >= 0, got {self.seed!r}")
+        problems = count_and_seed_problems(self.count, self.seed)
         if self.prior not in PRIORS:
             problems.append(f"prior must be one of {', '.join(PRIORS)}, got {self.prior!r}")
         for key in ("alpha", "beta"):
@@ -59,14 +56,9 @@ class KuhnFamily:
             raise ValueError("; ".join(problems))
 
 
-def member_name(family: str, index: int) -> str:
-    return f"{family}-{index}"
-
-
 def member(family: KuhnFamily, index: int) -> dict[str, Fraction]:
     """P(BET) per information set of member ``index`` (exact fractions on the grid)."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < family.count:
-        raise ValueError(f"member index must be an int in [0, {family.count}), got {index!r}")
+    check_index(family.count, index)
     return dict(zip(ALL_INFOSETS, _draw(family.seed, index, family.alpha, family.beta, family.grid)))
 
 

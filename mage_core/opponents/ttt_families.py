@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mage_core.envs.base import GameState, check_generator
+from mage_core.opponents.families import check_index, count_and_seed_problems, member_name
 
 KINDS = ("pattern", "mcts")
 
@@ -43,11 +44,7 @@ class TicTacToeFamily:
     noise: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
-        problems = []
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            problems.append(f"count must be an int >= 1, got {self.count!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            problems.append(f"seed must be an int >= 0, got {self.seed!r}")
+        problems = count_and_seed_problems(self.count, self.seed)
         if self.kind not in KINDS:
             problems.append(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         low, high = self.simulations
@@ -61,14 +58,9 @@ class TicTacToeFamily:
             raise ValueError("; ".join(problems))
 
 
-def member_name(family: str, index: int) -> str:
-    return f"{family}-{index}"
-
-
 def member(family: TicTacToeFamily, index: int) -> dict[str, Any]:
     """Member ``index``: ``{"kind", "order" (pattern) or "simulations" (mcts), "noise"}``."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < family.count:
-        raise ValueError(f"member index must be an int in [0, {family.count}), got {index!r}")
+    check_index(family.count, index)
     rng = np.random.default_rng([family.seed, index])
     spec: dict[str, Any] = {"kind": family.kind}
     if family.kind == "pattern":
