@@ -163,6 +163,7 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
     report_dir = directory / "report" if profile else project / REPORT_ROOT / label
     combos = [dict(zip(spec.vary, chosen)) for chosen in itertools.product(*spec.vary.values())]
     points: list[Point] = []
+    sizes: set[tuple[int, int]] = set()  # (training iterations, report meta-episodes per pair) of the points
     by_problem: dict[str, list[str]] = {}
     for point, combo in zip(point_names(combos), combos):
         where = f"point {point}"
@@ -173,7 +174,8 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
                    "set": {k: v for k, v in values.items() if k not in RUN_KEYS}}
             point_data = {**data, "reproduce": {**data.get("reproduce", {}), "runs": {point: run}},
                           "data": unused_data_minimal(data.get("data", {}), run["env"])}
-            parse_config(run_data(point_data, point, where), where)
+            resolved_run = parse_config(run_data(point_data, point, where), where)
+            sizes.add((resolved_run.train.iterations, resolved_run.reproduce.eval_per_pair))
         except ConfigError as err:
             for problem in err.problems:
                 by_problem.setdefault(problem.removeprefix(f"{where}: "), []).append(point)
@@ -182,8 +184,10 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
     if by_problem:  # one line per problem, naming the points that have it
         raise ConfigError(f"sweep {label}", [f"{problem} (point{'s' if len(names) > 1 else ''} {', '.join(names)})"
                                              for problem, names in by_problem.items()])
-    return Sweep(label, spec, points, directory, report_dir, limit, base.reproduce.iterations,
-                 base.reproduce.eval_per_pair, profile)
+    # What every point runs (a grid's `set` may change both); the project's when points differ.
+    iterations, per_pair = (next(iter(sizes)) if len(sizes) == 1
+                            else (base.reproduce.iterations, base.reproduce.eval_per_pair))
+    return Sweep(label, spec, points, directory, report_dir, limit, iterations, per_pair, profile)
 
 
 def prepare(project: Path, sweep: Sweep) -> None:
@@ -243,8 +247,8 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
     lines = [f"# Ablation: {sweep.name}\n",
              f"Varied: {', '.join(f'`{k}`' for k in sweep.grid.vary)}; shared overrides: {shared}"
              f"{'; profile ' + sweep.profile if sweep.profile else ''}. Each point trained for "
-             f"{sweep.iterations} iterations (unless it sets train.iterations) and was evaluated on "
-             f"{sweep.eval_per_pair} meta-episodes per (opponent, seat) of its in-domain suite.\n",
+             f"{sweep.iterations} iterations (unless its values set train.iterations: see Points) and was "
+             f"evaluated on {sweep.eval_per_pair} meta-episodes per (opponent, seat) of every suite.\n",
              "The measure is final-hand chips for Kuhn Poker (a fixed strategy already maximizes its win rate) "
              "and success elsewhere; `first episode` against `final episode` is the adaptation within a "
              "meta-episode. Intervals are 95%.\n", table_md,

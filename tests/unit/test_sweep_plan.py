@@ -118,3 +118,13 @@ def test_over_seeds_groups_the_points_of_one_setting() -> None:
     assert lines[4] == "| paper | in_domain | 3 | +0.200 | 0.100 | +0.100 .. +0.300 | +0.125 | +0.236 | +0.238 | +0.275 |"
     assert lines[5] == "| generated | in_domain | 3 | +0.420 | 0.035 | +0.400 .. +0.460 | +0.125 | +0.236 | +0.238 | +0.275 |"
     assert lines[6].startswith("| paper | ood_cfr | 3 | +0.210 | 0.100 |")
+
+
+def test_the_sizes_a_grid_sets_are_the_sweeps() -> None:
+    # exploration sets train.iterations 500 and reproduce.eval_per_pair 2000 for every point.
+    sweep = plan(PARAMS, "exploration")
+    assert (sweep.iterations, sweep.eval_per_pair) == (500, 2000)
+    # Points that differ: the project's reproduce values are named, and the Points table has the rest.
+    mixed = plan(PARAMS, "anchor", vary=["train.iterations=[3, 4]"])
+    base = load_config(PARAMS).reproduce
+    assert (mixed.iterations, mixed.eval_per_pair) == (base.iterations, base.eval_per_pair)
