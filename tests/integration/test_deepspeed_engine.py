@@ -216,7 +216,15 @@ def test_train_stage_on_deepspeed_matches_torch_and_resumes_exactly(tmp_path: Pa
     start = load_file(str(tmp_path / "ds" / "policy-init" / "model.safetensors"))
     moved = max(float((b[f"policy/{k}"] - start[k]).abs().max()) for k in start)
     assert moved > 1e-3
-    assert ds_run["final_eval"] == pytest.approx(torch_run["final_eval"], abs=1e-9)
+    # The sampled figures are the same; the first hand's probabilities (eval/first_hand/*) read the
+    # weights themselves, so they differ by the engines' rounding (2.4e-7 measured).
+    def split(metrics: dict) -> tuple[dict, dict]:
+        probabilities = {k: v for k, v in metrics.items() if k.startswith("eval/first_hand/")}
+        return {k: v for k, v in metrics.items() if k not in probabilities}, probabilities
+
+    (ds_sampled, ds_first), (torch_sampled, torch_first) = split(ds_run["final_eval"]), split(torch_run["final_eval"])
+    assert ds_sampled == pytest.approx(torch_sampled, abs=1e-9)
+    assert ds_first and ds_first == pytest.approx(torch_first, abs=1e-5)
 
     first = train_stage(ds_cfg, tmp_path / "split", stop_after=2)
     assert first["interrupted"] and first["iteration"] == 2
