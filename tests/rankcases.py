@@ -28,3 +28,17 @@ def final_weights(out: Path) -> dict[str, torch.Tensor]:
     latest = CheckpointManager(out / "checkpoints").latest()
     assert latest is not None
     return {k: v for k, v in load_file(str(latest / "model.safetensors")).items() if k.startswith("policy/")}
+
+
+def assert_same_figures(mine: dict[str, float], theirs: dict[str, float], probabilities_abs: float = 1e-5) -> None:
+    """Two runs' evaluation figures: the sampled ones equal (to 1e-9), the ones read from the
+    model's own probabilities (``eval/first_hand/*``, ``opening_bet_*``) equal to rounding only,
+    since two engines or backends give the same decisions from weights or logits that differ
+    in their last bits."""
+    import pytest
+
+    assert mine.keys() == theirs.keys()
+    read = {k for k in mine if k.startswith("eval/first_hand/") or "/opening_bet_" in k}
+    assert {k: v for k, v in mine.items() if k not in read} == pytest.approx(
+        {k: v for k, v in theirs.items() if k not in read}, abs=1e-9)
+    assert {k: mine[k] for k in read} == pytest.approx({k: theirs[k] for k in read}, abs=probabilities_abs)
