@@ -14,9 +14,11 @@ exact values that depend only on the suite and the deal protocol:
 - ``known``: the opponent's identity given for free (each opponent's best
   response).
 
-``best_fixed <= passive <= adaptive <= known``; final-hand chips above
-``best_fixed`` are earned by adaptation, and ``adaptive - passive`` is what
-deliberate exploration is worth in this suite. Each value is seat-weighted by the
+``best_fixed <= passive <= adaptive``, and with fresh deals ``adaptive <= known``
+(a replayed deal lets probing reveal the opponent's card too, so there the
+Bayes-optimal agent may beat "known"); final-hand chips above ``best_fixed`` are
+earned by adaptation, and ``adaptive - passive`` is what deliberate exploration
+is worth in this suite. Each value is seat-weighted by the
 suite's own (opponent, seat) probabilities, so it is the ceiling of the suite's
 ``all`` figure. ``mage evaluate`` writes them next to every suite's figures
 (``ceiling_<name>`` in the ``all`` group); the report and the ablation summary
@@ -123,7 +125,7 @@ def suite_ceilings(entries: Sequence[PopulationEntry], settings: OpponentSetting
                    restart: str) -> SuiteCeilings:
     """The ceilings of a suite of Kuhn opponents (its population entries) for
     ``num_hands`` hands with ``restart`` deals. Cached on the opponents' tables, so
-    a report over many runs of one population solves it once."""
+    suites of one process that share their opponents are solved once."""
     if not 1 <= num_hands <= MAX_EXACT_HANDS:
         raise ValueError(f"exact Kuhn ceilings are computed for 1..{MAX_EXACT_HANDS} hands, got {num_hands}")
     probabilities = Population(list(entries)).probabilities()
