@@ -15,8 +15,16 @@ per-game values and validation apply exactly as in a stage:
 - the paper: ``reproduce.profiles.paper_<env>`` applied to the same params, resolved as
   that profile's run of the game (``paper_<env>`` runs MAGE on it) with the run's own
   method put in, so a GRPO run is compared with GRPO in the paper's setting and not
-  with MAGE. Keys the profile leaves unset keep the params file's value on both sides
-  and never show as differences: the profile is the paper's as far as it sets keys.
+  with MAGE. The paper side's whole ``algorithm`` section is that method's preset for
+  the game (``preset_values``, pinned to METHOD.md by tests/unit/test_presets.py), and
+  a population ablation's populations are its own: the profile's algorithm keys are
+  MAGE's (its own run), and a params-file algorithm key never leaks into the paper
+  side. Any other key the profile leaves unset keeps the params file's value on both
+  sides and could never show as a difference, so every paper profile sets every key
+  of ``reference_keys`` (the settings METHOD.md section 10 gives; a test fails if one
+  is missing), and the table marks the paper-side values that are only the params
+  file's. Reference settings this project has no key for are listed apart
+  (``NOT_EXPRESSIBLE``), under the tables.
 
 Compared: ``model``, ``policy``, ``rollout``, ``algorithm``, ``train``, ``evaluation``
 (its out-of-domain suites of the run's game only), and the run's game in ``env`` and
@@ -36,6 +44,7 @@ from typing import Any, Mapping
 from mage_core.config import Config, apply_values, parse_config, run_data, run_values
 from mage_core.evaluation.aggregate import markdown_table
 from mage_core.io.dotted import flatten
+from mage_core.trainers.presets import PRESET_POPULATIONS, preset_values
 
 #: reproduce.profiles.<name> holding the paper's settings for a game.
 PAPER_PROFILE = "paper_{env}"
@@ -49,6 +58,66 @@ TRAINING_ONLY = ("train.", "algorithm.reward_variant", "algorithm.advantage", "a
                  "algorithm.step_weight", "algorithm.anchor", "algorithm.grouping", "algorithm.group_scope",
                  "algorithm.group_size", "algorithm.gamma_step", "algorithm.gamma_traj",
                  "algorithm.episode_score", "algorithm.episode_baseline")
+#: The keys of the settings METHOD.md gives a value for (section 10, the reference
+#: scripts, and the method's own: early stop, task-seed groups, mean_norm), which
+#: every ``paper_<env>`` profile must set: left unset, a key keeps the
+#: params file's value on both sides of the comparison and a difference would not show.
+#: ``{env}`` is the profile's game. The algorithm keys are MAGE's here (the profile's
+#: own run); a run of another method is compared with that method's preset.
+REFERENCE_KEYS = (
+    "reproduce.iterations",  # epochs (training steps), as the profile's run's train.iterations
+    "env.{env}.max_turns", "env.{env}.max_response_tokens", "env.{env}.invalid_action_penalty",
+    "env.{env}.length_penalty_coef",
+    "model.source", "model.path", "policy.max_new_tokens", "policy.chat_template", "policy.thinking",
+    "rollout.temperature", "rollout.early_stop",
+    "algorithm.episodes_per_meta_episode", "algorithm.group_size", "algorithm.gamma_step",
+    "algorithm.gamma_traj", "algorithm.step_weight", "algorithm.episode_norm", "algorithm.group_scope",
+    "train.groups_per_iteration", "train.learning_rate", "train.lr_schedule", "train.clip_ratio",
+    "train.entropy_coef", "train.entropy_coef_final", "train.kl_coef",
+    "train.eval_every", "train.checkpoint_every",
+    "evaluation.temperature", "evaluation.top_p", "evaluation.top_k",
+)
+#: Per game, the reference keys beyond ``REFERENCE_KEYS``: the KL estimator where the KL
+#: loss is on, Sokoban's rooms and moves, the two-player games' opponents and seats.
+GAME_REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
+    "kuhn_poker": ("train.kl_estimator", "population.kuhn_poker", "evaluation.ood.kuhn_poker"),
+    "tic_tac_toe": ("train.kl_estimator", "population.tic_tac_toe"),
+    "sokoban": ("env.sokoban.dim_room", "env.sokoban.num_boxes", "env.sokoban.moves_per_turn",
+                "env.sokoban.min_solution_moves", "env.sokoban.max_solution_moves"),
+}
+
+
+@dataclass(frozen=True)
+class Unexpressed:
+    """A reference setting (METHOD.md section 10) that no key of this project expresses."""
+
+    setting: str
+    paper: str
+    here: str
+
+
+#: The reference settings no key here can state, with what this project does instead:
+#: they cannot show in the difference tables, so the report lists them under them.
+NOT_EXPRESSIBLE: tuple[Unexpressed, ...] = (
+    Unexpressed("PPO mini-batch", "64 (verl's `ppo_mini_batch_size`: mini-batches of a fixed number of "
+                "samples, one a turn, so the optimizer steps per pass follow the number of turns played)",
+                "`train.mini_batches_per_epoch` optimizer steps per pass (the paper profiles leave it to the "
+                "params file), each on an equal share of the iteration's meta-episodes, kept whole (their "
+                "prompts are packed as prefix chains); no key sets a number of samples per step"),
+    Unexpressed("maximum prompt length", "4096 tokens (WebShop: 8192)",
+                "no key: prompts are never cut, the model's context length is the only bound (the vLLM "
+                "generator refuses a longer request); `mage doctor` assumes 4096 prompt tokens for every game"),
+    Unexpressed("validation during training", "every 5 steps on the validation set (Kuhn: against CFR, the "
+                "agent second)", "`train.eval_every` plays the selection set of the training population "
+                "(`evaluation.selection_seed`) to pick best/; the out-of-domain suites (Kuhn: CFR, "
+                "`evaluation.ood.kuhn_poker`) are played by the final evaluation only"),
+    Unexpressed("training engine", "FSDP with parameter and optimizer offload; vLLM with tensor parallel 1 and "
+                "`gpu_memory_utilization` 0.9", "DeepSpeed ZeRO (`backend.engine`, `backend.zero_stage`, "
+                "`backend.offload_optimizer`; no parameter offload) and vLLM beside it at "
+                "`backend.gpu_memory_utilization`: the `backend` section, not compared (where work runs)"),
+)
+#: Marks, in the paper-profile column, a value the profile leaves to the params file.
+UNSET_MARK = "(file)"
 #: What each seed key seeds, for the keys params.yaml has today (others print without a role).
 SEED_ROLES = {
     "seed": "training",
@@ -70,7 +139,8 @@ class Difference:
 class RunSettings:
     """A run's model, budget and seeds, and how it differs from its paper profile
     (``paper_profile`` None: reproduce.profiles has none for its game);
-    ``paper_values``: the profile's value of every compared key (empty without one)."""
+    ``paper_values``: the profile's value of every compared key (empty without one);
+    ``paper_unset``: those of its keys the profile leaves to the params file."""
 
     env: str
     model: str
@@ -86,10 +156,18 @@ class RunSettings:
     paper_profile: str | None
     differences: tuple[Difference, ...]
     paper_values: Mapping[str, Any]
+    #: Compared keys the paper profile does not set (nor its run, nor the method preset):
+    #: their paper-side value is the params file's, not a paper setting.
+    paper_unset: frozenset[str] = frozenset()
 
     @property
     def meta_episodes_per_iteration(self) -> int:
         return self.groups_per_iteration * self.group_size
+
+
+def reference_keys(env: str) -> tuple[str, ...]:
+    """The dotted keys that the paper profile of ``env`` must set (``REFERENCE_KEYS``)."""
+    return tuple(key.format(env=env) for key in REFERENCE_KEYS) + GAME_REFERENCE_KEYS.get(env, ())
 
 
 def seed_keys(cfg: Config) -> tuple[str, ...]:
@@ -133,9 +211,13 @@ def model_summary(cfg: Config) -> str:
             f"{m.num_heads} heads, {m.dtype})")
 
 
-def describe(run: Config, paper: Config | None, paper_profile: str) -> RunSettings:
-    """``run``'s settings against ``paper`` (None: no paper profile for its game)."""
+def describe(run: Config, paper: Config | None, paper_profile: str,
+             paper_set: frozenset[str] | None = None) -> RunSettings:
+    """``run``'s settings against ``paper`` (None: no paper profile for its game);
+    ``paper_set``: the dotted keys the profile sets (``paper_keys``; None: count every
+    paper-side value as the profile's)."""
     t = run.train
+    theirs = compared_values(paper) if paper is not None else {}
     return RunSettings(
         env=run.env.name, model=model_summary(run), trained=run.algorithm.agent == "trained",
         iterations=t.iterations,
@@ -146,7 +228,14 @@ def describe(run: Config, paper: Config | None, paper_profile: str) -> RunSettin
         seeds=tuple((key, int(_dotted(run, key))) for key in seed_keys(run)),
         paper_profile=paper_profile if paper is not None else None,
         differences=differences(run, paper) if paper is not None else (),
-        paper_values=compared_values(paper) if paper is not None else {})
+        paper_values=theirs,
+        paper_unset=frozenset() if paper_set is None else frozenset(
+            key for key in theirs if not _covered(key, paper_set)))
+
+
+def _covered(key: str, keys: frozenset[str]) -> bool:
+    """Whether a compared key is set by one of ``keys`` (itself, a section above it, or a part of it)."""
+    return any(key == k or key.startswith(k + ".") or k.startswith(key + ".") for k in keys)
 
 
 def paper_config(data: dict[str, Any], env: str, method: str, source: str) -> Config | None:
@@ -159,12 +248,42 @@ def paper_config(data: dict[str, Any], env: str, method: str, source: str) -> Co
         return None
     where = f"reproduce.profiles.{name}"
     profiled = apply_values(data, profiles[name], where)
-    cfg = parse_config(profiled, f"{source} with profile {name}")
+    values = {key: value for key, value in _own_run_values(profiled, env, f"{source} with profile {name}").items()
+              if not key.startswith("algorithm.")}
+    # The method's own algorithm (its preset for the game), never the profile's MAGE keys
+    # nor the params file's; a population ablation's own populations.
+    values["algorithm"] = {"preset": method, **preset_values(method, env)}
+    if env in PRESET_POPULATIONS.get(method, {}):
+        values[f"population.{env}"] = PRESET_POPULATIONS[method][env]
+    return parse_config(apply_values(profiled, values, where), f"{source} with profile {name}, method {method}")
+
+
+def _own_run_values(profiled: dict[str, Any], env: str, source: str) -> dict[str, Any]:
+    """What makes the profiled params the profile's run of ``env`` (``run_values``), or
+    just ``env`` and ``reproduce.iterations`` when the profile has no single such run."""
+    cfg = parse_config(profiled, source)
     own = [run for run, spec in cfg.reproduce.runs.items() if spec.env == env]
-    values = (run_values(cfg, own[0]) if len(own) == 1 else
-              {"env.name": env, "train.iterations": cfg.reproduce.iterations})
-    return parse_config(apply_values(profiled, {**values, "algorithm.preset": method}, where),
-                        f"{source} with profile {name}, method {method}")
+    return (run_values(cfg, own[0]) if len(own) == 1 else
+            {"env.name": env, "train.iterations": cfg.reproduce.iterations})
+
+
+def paper_keys(data: dict[str, Any], env: str, source: str) -> frozenset[str] | None:
+    """The dotted keys whose paper-side value is the paper profile's of ``env``: the
+    profile's own keys, its run's ``set`` (and ``train.iterations`` when the profile
+    sets ``reproduce.iterations``), and the whole ``algorithm`` section (the method's
+    preset, ``paper_config``); None without such a profile."""
+    name = PAPER_PROFILE.format(env=env)
+    profiles = parse_config(data, source).reproduce.profiles
+    if name not in profiles:
+        return None
+    profile = profiles[name]
+    keys = set(profile) | {"algorithm"}
+    if "reproduce.iterations" in profile:
+        keys.add("train.iterations")
+    profiled = apply_values(data, profile, f"reproduce.profiles.{name}")
+    cfg = parse_config(profiled, f"{source} with profile {name}")
+    keys |= {key for spec in cfg.reproduce.runs.values() if spec.env == env for key in spec.set}
+    return frozenset(keys)
 
 
 def run_settings(data: dict[str, Any], source: str) -> dict[str, RunSettings]:
@@ -174,7 +293,7 @@ def run_settings(data: dict[str, Any], source: str) -> dict[str, RunSettings]:
     for name, spec in runs.items():
         run = parse_config(run_data(data, name, source), f"{source} as run {name}")
         out[name] = describe(run, paper_config(data, spec.env, spec.method, source),
-                             PAPER_PROFILE.format(env=spec.env))
+                             PAPER_PROFILE.format(env=spec.env), paper_keys(data, spec.env, source))
     return out
 
 
@@ -216,7 +335,9 @@ def _selection(s: RunSettings) -> str:
 def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[str, str]) -> str:
     """Under Table 1: one row per run (model, budget, seeds), then per game a table of
     the settings that differ from its paper profile (``=``: the run has the paper's value;
-    ``unused``: a training key in an evaluation-only agent's column)."""
+    ``unused``: a training key in an evaluation-only agent's column; ``UNSET_MARK`` on a
+    paper-side value the profile leaves to the params file), then the reference settings
+    no key here expresses (``NOT_EXPRESSIBLE``) when any game has a paper profile."""
     if not settings:
         raise ValueError("no run settings to print")
     keys = list(dict.fromkeys(key for s in settings.values() for key, _ in s.seeds))
@@ -243,9 +364,12 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
             parts.append("None: every compared setting of these runs is the paper profile's.\n")
             continue
         table = []
+        marked = False
         for key in diff_keys:
             paper = {format_value(s.paper_values.get(key)) for s in runs.values() if s.paper_profile is not None}
             shared = paper.pop() if len(paper) == 1 else None  # the paper's value, the same for every run
+            unset = any(key in s.paper_unset for s in runs.values())
+            marked |= unset
             cells = []
             for s in runs.values():
                 d = next((d for d in s.differences if d.key == key), None)
@@ -257,7 +381,16 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
                     cells.append(f"{format_value(d.run_value)} (paper: {format_value(d.paper_value)})")
                 else:
                     cells.append(format_value(d.run_value))
-            table.append([f"`{key}`", shared if shared is not None else "by method", *cells])
+            paper_cell = (shared if shared is not None else "by method") + (f" {UNSET_MARK}" if unset else "")
+            table.append([f"`{key}`", paper_cell, *cells])
         parts.append(markdown_table(["setting", "paper profile", *(f"`{run}`" for run in runs)], table))
+        if marked:
+            parts.append(f"{UNSET_MARK}: `{profile}` does not set this key (METHOD.md section 10 gives no value for it): "
+                         "the value is the params file's, not a paper setting.\n")
+    if any(s.paper_profile is not None for s in settings.values()):
+        parts.append("#### Paper settings no key here expresses\n")
+        parts.append("They cannot show as differences above; what this project does instead:\n")
+        parts.append(markdown_table(["setting", "paper (reference scripts)", "here"],
+                                    [[u.setting, u.paper, u.here] for u in NOT_EXPRESSIBLE]))
     return "\n".join(parts)
 

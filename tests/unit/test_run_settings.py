@@ -4,9 +4,11 @@ differences are written out by hand."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mage_core.config import ConfigError, parse_config
 from mage_core.stages.report import table1_title
@@ -15,6 +17,8 @@ from mage_core.stages.run_settings import (
     compared_values,
     describe,
     differences,
+    paper_config,
+    reference_keys,
     run_settings,
     settings_markdown,
 )
@@ -161,3 +165,128 @@ def test_an_evaluation_only_baseline_shows_no_training_budget_and_its_training_k
     assert "| `train.iterations` | 150 | 3 | unused |" in lines
     assert "| `train.ppo_epochs` | 1 | 2 | unused |" in lines
     assert "| `policy.max_new_tokens` | 4096 | 48 | 64 |" in lines  # a key the baseline does use
+
+
+# -- the paper profiles set every reference key (issue 24) -------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The paper's reference settings (METHOD.md section 10, the reference scripts), written out by
+#: hand per game: every paper profile must set each of these keys to this value. Shared by all:
+#: Qwen3-4B with thinking, lr 1e-6 constant, clip 0.2, entropy 0.001, K = 3, groups of 8, gamma_step
+#: 0.95, step weight 1.0, mean_norm, groups of one task seed, early stop after a win, training
+#: temperature 1.0, evaluation at 0.7 / top-p 0.8 / top-k 20, test every 5 steps, save every 10.
+SHARED_REFERENCE: dict[str, Any] = {
+    "model.source": "local", "model.path": "models/Qwen3-4B", "policy.chat_template": True, "policy.thinking": True,
+    "rollout.temperature": 1.0, "rollout.early_stop": True,
+    "algorithm.episodes_per_meta_episode": 3, "algorithm.group_size": 8, "algorithm.gamma_step": 0.95,
+    "algorithm.step_weight": 1.0, "algorithm.episode_norm": "mean_norm", "algorithm.group_scope": "task",
+    "train.learning_rate": 1e-6, "train.lr_schedule": "constant", "train.clip_ratio": 0.2,
+    "train.entropy_coef": 0.001, "train.entropy_coef_final": 0.001, "train.eval_every": 5,
+    "train.checkpoint_every": 10,
+    "evaluation.temperature": 0.7, "evaluation.top_p": 0.8, "evaluation.top_k": 20,
+}
+
+
+def _game(env: str, iterations: int, turns: int, response: int, invalid: float, length: float, kl: float,
+          gamma_traj: float, groups: int, **extra: Any) -> dict[str, Any]:
+    return {**SHARED_REFERENCE, "reproduce.iterations": iterations, f"env.{env}.max_turns": turns,
+            f"env.{env}.max_response_tokens": response, "policy.max_new_tokens": response,
+            f"env.{env}.invalid_action_penalty": invalid, f"env.{env}.length_penalty_coef": length,
+            "train.kl_coef": kl, "algorithm.gamma_traj": gamma_traj, "train.groups_per_iteration": groups, **extra}
+
+
+REFERENCE: dict[str, dict[str, Any]] = {
+    "tic_tac_toe": _game("tic_tac_toe", 150, 8, 3072, 0.5, 2.0, 0.1, 0.6, 16,
+                         **{"train.kl_estimator": "low_var_kl", "population.tic_tac_toe": "balanced"}),
+    # Kuhn: invalid-action penalty 2.0; validation against CFR (the reference code's argmax) with the
+    # agent second; training seats mixed.
+    "kuhn_poker": _game("kuhn_poker", 150, 6, 4096, 2.0, 2.0, 0.1, 0.6, 16, **{
+        "train.kl_estimator": "low_var_kl", "population.kuhn_poker": "paper",
+        "evaluation.ood.kuhn_poker": {"cfr": "held_out", "cfr_argmax": [{"opponent": "cfr_argmax", "seat": "second"}]}}),
+    # Sokoban: 6x6, 2 boxes, 3 moves a turn, levels of 5..21 optimal moves; no KL.
+    "sokoban": _game("sokoban", 300, 7, 4096, 0.5, 1.0, 0.0, 0.9, 16, **{
+        "env.sokoban.dim_room": 6, "env.sokoban.num_boxes": 2, "env.sokoban.moves_per_turn": 3,
+        "env.sokoban.min_solution_moves": 5, "env.sokoban.max_solution_moves": 21}),
+    "alfworld": _game("alfworld", 150, 10, 1024, 0.5, 0.0, 0.0, 0.6, 8),
+    "webshop": _game("webshop", 150, 12, 1024, 0.5, 0.0, 0.0, 0.6, 8),
+}
+
+
+def _params() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_code_names_the_same_reference_keys_as_the_hand_written_table() -> None:
+    for env, values in REFERENCE.items():
+        assert sorted(reference_keys(env)) == sorted(values), env
+
+
+@pytest.mark.parametrize("env", sorted(REFERENCE))
+def test_every_paper_profile_sets_every_reference_key_to_the_reference_value(env: str) -> None:
+    profile = _params()["reproduce"]["profiles"][f"paper_{env}"]
+    missing = [key for key in REFERENCE[env] if key not in profile]
+    assert not missing, f"paper_{env} leaves reference keys to the params file: {missing}"
+    wrong = {key: (profile[key], value) for key, value in REFERENCE[env].items() if profile[key] != value}
+    assert not wrong, f"paper_{env}: (profile, reference) {wrong}"
+
+
+@pytest.mark.parametrize("env", sorted(REFERENCE))
+def test_a_paper_profile_resolves_to_the_reference_values_for_mage_and_for_grpo(env: str) -> None:
+    data = _params()
+    mage = paper_config(data, env, "mage", "params.yaml")
+    assert mage is not None
+    resolved = compared_values(mage)
+    expected = {("train.iterations" if key == "reproduce.iterations" else key): value
+                for key, value in REFERENCE[env].items()}
+    for key, value in expected.items():
+        if key == "evaluation.ood.kuhn_poker":
+            assert resolved[key]["cfr_argmax"] == [{"opponent": "cfr_argmax", "weight": 1.0, "seat": "second"}]
+        else:
+            assert resolved[key] == value, key
+    # GRPO in the paper's setting: single episodes in groups of 24 (METHOD.md section 6), the rest the profile's.
+    grpo = compared_values(paper_config(data, env, "grpo", "params.yaml"))
+    assert (grpo["algorithm.episodes_per_meta_episode"], grpo["algorithm.group_size"]) == (1, 24)
+    assert grpo["train.groups_per_iteration"] == REFERENCE[env]["train.groups_per_iteration"]
+    # Every compared key the profile leaves to the file is one METHOD.md section 10 gives no value for.
+    s = run_settings(data, "params.yaml")[f"{env}-mage"]
+    assert not s.paper_unset & set(expected)
+
+
+def test_a_params_file_algorithm_key_shows_against_the_methods_preset_even_if_the_profile_is_silent() -> None:
+    data = {"env": {"name": "kuhn_poker"}, "algorithm": {"gamma_step": 0.9, "group_size": 4},
+            "reproduce": {"runs": {"k-grpo": {"env": "kuhn_poker", "method": "grpo"},
+                                   "k-final": {"env": "kuhn_poker", "method": "mage_final_return"}},
+                          "profiles": {"paper_kuhn_poker": {"train.learning_rate": 1.0e-6,
+                                                            "algorithm.group_size": 8, "algorithm.step_weight": 1.0}}}}
+    settings = run_settings(data, "hand-built")
+    grpo = {d.key: (d.run_value, d.paper_value) for d in settings["k-grpo"].differences}
+    # The paper side is GRPO's preset: gamma_step 0.95 and groups of 24, not the profile's MAGE 8.
+    assert grpo["algorithm.gamma_step"] == (0.9, 0.95)
+    assert grpo["algorithm.group_size"] == (4, 24)
+    assert "algorithm.step_weight" not in grpo  # 1.0 in GRPO's preset and in the run
+    final = {d.key: (d.run_value, d.paper_value) for d in settings["k-final"].differences}
+    assert final["algorithm.group_size"] == (4, 8)
+    assert "algorithm.step_weight" not in final  # the method's own 0.0 on both sides, not the profile's 1.0
+    assert settings["k-final"].paper_values["algorithm.step_weight"] == 0.0
+
+
+def test_keys_the_profile_leaves_to_the_file_are_marked_and_the_unexpressible_settings_listed() -> None:
+    settings = run_settings(DATA, "hand-built")
+    grpo = settings["kuhn_poker-grpo"]
+    # DATA's profile sets early stop, the iterations (via reproduce.iterations) and the algorithm (the preset);
+    # train.groups_per_iteration (4) is the file's.
+    assert "train.groups_per_iteration" in grpo.paper_unset
+    assert not {"rollout.early_stop", "train.iterations", "algorithm.group_scope", "train.learning_rate"} & grpo.paper_unset
+    lines = settings_markdown(settings, {"kuhn_poker": "Kuhn Poker"}).splitlines()
+    assert "| `train.groups_per_iteration` | 4 (file) | 3 |" in lines
+    assert "| `rollout.early_stop` | true | false |" in lines
+    assert any(line.startswith("(file): `paper_kuhn_poker` does not set this key") for line in lines)
+    head = lines.index("#### Paper settings no key here expresses")
+    rows = [line for line in lines[head:] if line.startswith("| ") and not line.startswith("| setting")]
+    assert [row.split(" | ")[0] for row in rows] == ["| PPO mini-batch", "| maximum prompt length",
+                                                     "| validation during training", "| training engine"]
+    assert "64" in rows[0] and "`train.mini_batches_per_epoch`" in rows[0]
+    # Without any paper profile there is nothing to compare, so no such list either.
+    alone = settings_markdown({"s": describe(parse_config({"env": {"name": "sokoban"}}), None, "paper_sokoban")}, {})
+    assert "no key here expresses" not in alone
