@@ -6,7 +6,8 @@ rules layer alone: Kuhn Poker by enumerating every deal, seat, archetype and leg
 action sequence; Tic-Tac-Toe by exhaustive search of legal play against every
 opponent of the balanced population that can be searched exactly (the patterns and
 uniform random; MCTS-100's moves are a subset of random's); Sokoban by a search over
-(position, turns left, moves made in the turn) of generated and hand-made levels.
+(position, turns left, moves made in the turn) of generated and hand-made levels;
+WebShop by playing legal timeouts and purchases on a generated catalogue.
 The stalled episodes are played through the envs: all turns invalid, and every mix
 of legal and invalid turns (Kuhn: all of them; the others: seeded samples).
 """
@@ -220,3 +221,43 @@ def test_sokoban_stalled_episodes_pay_at_most_the_worst_legal_episode(index: int
     assert len(stalled) >= 2
     assert max(stalled) <= worst_legal + 1e-9
     assert all(math.isclose(total, env.legal_return_floor(), abs_tol=1e-9) for total in stalled)
+
+
+# ---------------------------------------------------------------- WebShop
+
+
+@pytest.mark.parametrize("partial_reward_scale", [0.0, 0.5])
+def test_webshop_stalled_episodes_pay_the_worst_legal_episode(tmp_path, partial_reward_scale: float) -> None:
+    # Every turn but a purchase pays 0 and a purchase pays success_reward or partial_reward_scale x its
+    # score in [0, 1]: legal play's worst episode is 0 (a timeout, or a purchase scoring 0), which is
+    # what a stalled episode pays, with no rule of its own (the floor is 0; docs/rewards.md).
+    from mage_core.envs.webshop.catalogue import generate_catalogue, load_catalogue, write_catalogue
+    from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings
+
+    catalogue = load_catalogue(write_catalogue(generate_catalogue(np.random.default_rng(0)), tmp_path))
+    settings = WebShopSettings(max_turns=6, partial_reward_scale=partial_reward_scale)
+    env = WebShopEnv(settings, np.random.default_rng(1), catalogue, catalogue.goals)
+    worst_legal = math.inf
+    for _ in range(5):  # five goals: a legal timeout, and buying each result of the goal's search as it is
+        env.reset()
+        legal_timeout = [env.step(env.legal_actions()[0]).reward for _ in range(settings.max_turns)]
+        assert env.done and sum(legal_timeout) == 0.0
+        worst_legal = min(worst_legal, sum(legal_timeout))
+        for i in range(10):
+            env.restart()
+            env.step(env.search_action())
+            results = [a for a in env.legal_actions() if a not in ("click[back to search]", "click[next >]")]
+            if i >= len(results):
+                break
+            env.step(results[i])
+            bought = env.step("click[buy now]")
+            assert bought.done and bought.outcome in (Outcome.WIN, Outcome.LOSS)
+            worst_legal = min(worst_legal, bought.reward)
+        assert env.legal_return_floor() == 0.0
+    assert worst_legal == 0.0
+    rng = np.random.default_rng(2)
+    plans = [[False] * settings.max_turns] + [list(rng.random(settings.max_turns) < 0.7) for _ in range(60)]
+    env.reset()
+    stalled = list(stalled_returns(env, plans, rng))
+    assert len(stalled) >= 5
+    assert all(total == 0.0 == worst_legal for total in stalled)
