@@ -49,6 +49,7 @@ examples:
   mage sweep reward_design                   a paper ablation grid (sweep.grids in params.yaml)
   mage sweep --vary train.learning_rate=[0.001,0.0003] --vary algorithm.preset=[mage,lamer]
   mage ui                                    the MLflow UI on this project's runs
+  mage lineage                               do dvc.lock and reports/ come from this code?
   mage doctor --profile paper_kuhn_poker     check a GPU profile (Qwen3-4B) before launching it
 """
 
@@ -173,6 +174,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     return run(args.params, eval_root=args.eval_root, train_root=args.train_root, out=args.out,
                overrides=args.overrides)
+
+
+def _cmd_lineage(args: argparse.Namespace) -> int:
+    from mage_core.stages.lineage import run
+
+    return run(args.project, report=args.report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -317,6 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-root", default="artifacts/train", metavar="DIR", help="default: %(default)s")
     p.add_argument("--out", default="reports", metavar="DIR", help="default: %(default)s")
     p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("lineage", help="check that dvc.lock and reports/ come from this code and params",
+                       description=(
+        "Print the checkout's git commit, the digest of dvc.lock's entries, what reports/report.md says it was "
+        "made from, and every code or params dependency whose hash in dvc.lock no longer matches the working "
+        "tree (`dvc status`). Exit 0 when the committed lineage describes this code, 1 when it does not (run "
+        "`make run` and commit reports/ and dvc.lock)."), formatter_class=fmt)
+    p.add_argument("--project", default=".", metavar="DIR", help="the project folder (default: %(default)s)")
+    p.add_argument("--report", default=None, metavar="PATH", help="the report to check (default: reports/report.md)")
+    p.set_defaults(func=_cmd_lineage)
 
     kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
     kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)

@@ -9,13 +9,15 @@ The report stage reads, per run, what ``mage evaluate`` wrote (``metrics.json``,
   Kuhn against deterministic opponents the greedy policy's exact chips
   (``score_exact``: every opponent, seat and deal enumerated, no interval) and
   Pass@k, each with its 95% interval as ``mage evaluate`` computed it; the
-  group-level Kuhn figures (best-response value, exploitation ratio) repeated on
-  every k so that one table answers every per-opponent question;
+  group-level Kuhn figures (best-response value, the opponent-known ceiling,
+  exploitation ratio, the suite's ceilings) repeated on every k so that one table
+  answers every per-opponent question;
 - ``curves``: one row per (run, training step): the train headline (final
   episode of the training rollouts), the eval headline where training evaluated,
   and the policy entropy (whose collapse is the known failure of fresh-deal Kuhn);
-- ``overview``: one row per run: K, the policy evaluated, and the training
-  summary and settings (population, restart) the Kuhn ceilings depend on.
+- ``overview``: one row per run: K, the policy evaluated, the protocol of its
+  evaluation (restart, early stop: what the Kuhn ceilings depend on), the
+  training population and the training summary.
 
 Metrics are re-read, never recomputed: a cell of Table 1 is exactly the number
 in ``metrics.json``. pandas is imported at module top because only stages import
@@ -50,10 +52,19 @@ EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat",
                    "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1", "opening_bet_K_ep1")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
-                    "iterations", "best_score", "best_iteration")
+                    "early_stop", "iterations", "best_score", "best_iteration", "select_on")
+#: What ``metrics.json``'s ``protocol`` holds: how the evaluation's meta-episodes were played.
+PROTOCOL_KEYS = ("restart", "early_stop")
 #: What a training summary must hold; wall-clock time is not among them (it goes to MLflow only,
 #: so that summary.json, a DVC-cached output, is the same bytes on every run).
 SUMMARY_KEYS = ("iterations", "best_score", "best_iteration")
+#: ``train.select_on`` value -> the Table 1 column that is that selection score (read in
+#: ``table1``): with ``exact_greedy`` the greedy policy's exact final-hand chips ARE the
+#: figure that picked best/ (no set to hold out: the value is exact); ``sampled`` picks
+#: on the selection set (``evaluation.selection_seed``), which no report figure comes from.
+SELECTED_COLUMN = {"exact_greedy": "chips_exact"}
+#: The marker of a Table 1 cell that is its run's selection score.
+SELECTION_MARK = "‡"
 
 _PER_EPISODE = re.compile(r"^(success|draw|chips_exact|chips|reward)_ep(\d+)(_low|_high)?$")
 #: Metric name -> episode column (``chips_exact``: the greedy policy's exact Kuhn value, no interval).
@@ -95,16 +106,20 @@ def load_runs(eval_root: Path, train_root: Path | None, runs: Mapping[str, tuple
         ident = {"run": run, "env": env, "method": method}
         info = _read_eval(eval_root / run, env)
         episodes += [{**ident, **row} for row in _episode_rows(info["metrics"], unit_of(env))]
-        row = {**ident, "episodes_per_meta_episode": info["episodes_per_meta_episode"], "policy": info["policy"]}
+        row = {**ident, "episodes_per_meta_episode": info["episodes_per_meta_episode"], "policy": info["policy"],
+               **{key: info["protocol"][key] for key in PROTOCOL_KEYS}}
         train_dir = train_root / run if train_root is not None else None
         if train_dir is not None and train_dir.is_dir():
             params, records = _read_jsonl(train_dir / "metrics.jsonl")
-            summary = _read_json(train_dir / "summary.json", SUMMARY_KEYS)
+            summary = _read_json(train_dir / "summary.json", (*SUMMARY_KEYS, "selection_set"))
             curves += [{**ident, **c} for c in _curve_rows(records, env)]
             row.update({key: summary[key] for key in SUMMARY_KEYS})
+            selection = summary["selection_set"]
+            if not isinstance(selection, dict) or "select_on" not in selection:
+                raise ValueError(f"{train_dir / 'summary.json'}: malformed, 'selection_set' must hold 'select_on'")
+            row["select_on"] = selection["select_on"]
             population = params.get(f"population.{env}")
             row["population"] = population if isinstance(population, str) else "custom"
-            row["restart"] = params.get("rollout.restart")
         overview.append(row)
     return RunTables(pd.DataFrame(episodes, columns=list(EPISODE_COLUMNS)),
                      pd.DataFrame(curves, columns=list(CURVE_COLUMNS)),
@@ -128,7 +143,11 @@ def _read_eval(folder: Path, env: str) -> dict[str, Any]:
     """``metrics.json`` checked against the run's env; ``trials.parquet`` checked
     for its columns and suites, so stale or foreign files are caught here."""
     path = folder / "metrics.json"
-    data = _read_json(path, ("game", "episodes_per_meta_episode", "policy", "metrics"))
+    data = _read_json(path, ("game", "episodes_per_meta_episode", "policy", "protocol", "metrics"))
+    protocol = data["protocol"]
+    if not (isinstance(protocol, dict) and set(protocol) == set(PROTOCOL_KEYS)
+            and protocol["restart"] in ("same", "fresh") and isinstance(protocol["early_stop"], bool)):
+        raise ValueError(f"{path}: malformed, 'protocol' must hold restart (same/fresh) and early_stop (true/false)")
     metrics = data["metrics"]
     if not isinstance(metrics, dict) or not all(
             isinstance(v, (int, float)) and k.startswith("eval/") and k.count("/") >= 3 for k, v in metrics.items()):
@@ -263,7 +282,8 @@ def _bounds(numbers: pd.DataFrame, method: str, column: str) -> tuple[float, flo
     return value, low, high
 
 
-def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame, str]:
+def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN,
+           select_on: Mapping[str, str | None] | None = None) -> tuple[pd.DataFrame, str]:
     """The paper's Table 1 (METHOD.md section 9): methods x environments.
 
     Per environment: final-episode success and Pass@K with 95% intervals; for
@@ -271,7 +291,9 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
     the win rate (METHOD.md section 8), then, where the evaluation computed it,
     the greedy policy's exact final-hand chips (no sampling noise, no interval). Returns the numbers (index method,
     columns ``<env>/<name>``, NaN where a method was not run) and the markdown,
-    where missing cells read ``—``."""
+    where missing cells read ``—``. ``select_on`` maps a run to its ``train.select_on``
+    (None: never trained): a cell that is the figure its run's best/ was selected on
+    (``SELECTED_COLUMN``) carries ``SELECTION_MARK``."""
     _one_run_per_cell(episodes)
     final = final_episode(episodes, suite).set_index(["method", "env"])
     methods = list(dict.fromkeys(episodes.method))
@@ -289,6 +311,9 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
                 numbers[f"{env}/{names[measure]}{suffix}"] = [value(m, env, measure + suffix) for m in methods]
         if env == "kuhn_poker":
             numbers[f"{env}/chips_exact"] = [value(m, env, "score_exact") for m in methods]
+        numbers[f"{env}/selected_on"] = [
+            SELECTED_COLUMN.get((select_on or {}).get(final.at[(m, env), "run"]) or "", "")
+            if (m, env) in final.index else "" for m in methods]
         numbers[f"{env}/k"] = pd.array([final.at[(m, env), "episode"] if (m, env) in final.index else None
                                         for m in methods], dtype="Int64")
     # The exact greedy column appears once some Kuhn run has it (deterministic opponents).
@@ -309,7 +334,8 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
                 cells.append(fmt_interval(*_bounds(numbers, method, f"{env}/chips"), signed=True))
                 if exact:
                     greedy = float(numbers.at[method, f"{env}/chips_exact"])
-                    cells.append(MISSING if math.isnan(greedy) else f"{greedy:+.3f}")
+                    mark = f" {SELECTION_MARK}" if numbers.at[method, f"{env}/selected_on"] == "chips_exact" else ""
+                    cells.append(MISSING if math.isnan(greedy) else f"{greedy:+.3f}{mark}")
             cells += [fmt_interval(*_bounds(numbers, method, f"{env}/success")),
                       fmt_interval(*_bounds(numbers, method, f"{env}/pass_at_k"))]
         rows.append(cells)
@@ -318,24 +344,21 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN) -> tuple[pd.DataFrame
 
 def per_opponent(episodes: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, suite, group), the population (``all``) first: n, mean
-    score, success, draw and Pass@k for every k, and for Kuhn the exact best-response
-    value (the ``all`` row: the opponent-known ceiling, each opponent's best response
-    by its weight), the exploitation ratio (final-hand chips over it) and, where computed,
-    the greedy policy's exact chips per hand (``score_exact_ep{k}``)."""
+    score, success, draw and Pass@k for every k, and for Kuhn the final hand's exact
+    ceiling with the opponent known (``ceiling_known``: its best response, weighted
+    over the suite in the ``all`` row; under early stop, a stopping agent's), the
+    exploitation ratio (final-hand chips over it; NaN where ``mage evaluate`` wrote
+    none: a ceiling near 0, ``stats.MIN_RATIO_CEILING``) and, where computed, the
+    greedy policy's exact chips per hand (``score_exact_ep{k}``). Figures are read
+    as written, never recomputed."""
     order = {run: i for i, run in enumerate(dict.fromkeys(episodes.run))}
     keys = ["env", "method", "run", "suite", "group"]
     rows = []
     for key, g in episodes.groupby(keys, sort=False):
         first = g.iloc[0]
-        best, ratio = first.best_response_value, first.exploitation_ratio
-        if key[-1] == "all" and not pd.isna(first.ceiling_known):
-            # The population's best response: each opponent's, by its weight (the opponent known).
-            best = first.ceiling_known
-            final = g.loc[g.episode.idxmax()].score
-            ratio = final / best if best > 0 else math.nan
         row: dict[str, Any] = {**dict(zip(keys, key)), "opponent": first.opponent, "seat": first.seat,
                                "unit": first.unit, "num_meta_episodes": first.num_meta_episodes,
-                               "best_response_value": best, "exploitation_ratio": ratio}
+                               "ceiling_known": first.ceiling_known, "exploitation_ratio": first.exploitation_ratio}
         for r in g.sort_values("episode").itertuples():
             row.update({f"score_ep{r.episode}": r.score, f"success_ep{r.episode}": r.success,
                         f"draw_ep{r.episode}": r.draw, f"pass_at_{r.episode}": r.pass_at})

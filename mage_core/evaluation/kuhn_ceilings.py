@@ -14,6 +14,15 @@ exact values that depend only on the suite and the deal protocol:
 - ``known``: the opponent's identity given for free (each opponent's best
   response).
 
+Under early stop (``rollout.early_stop``: a won hand ends the meta-episode and
+its chips stand for every later hand) the reported final hand is the last hand
+PLAYED, so the ceilings are those of that protocol: ``adaptive`` is the
+Bayes-optimal stopping agent (``analysis.bayes_optimal_meta_value`` with
+``early_stop``), ``known`` the same with the opponent's type given; ``best_fixed``
+and ``passive`` are not computed there (the best fixed strategy of a stopped
+meta-episode is not the one-hand best response, and no exact solver for it is
+built): they are ``None`` and never written.
+
 ``best_fixed <= passive <= adaptive``, and with fresh deals ``adaptive <= known``
 (a replayed deal lets probing reveal the opponent's card too, so there the
 Bayes-optimal agent may beat "known"); final-hand chips above ``best_fixed`` are
@@ -59,13 +68,15 @@ class SuiteCeilings:
 
     num_hands: int
     restart: str
-    best_fixed: Fraction
-    passive: Fraction
+    early_stop: bool
+    best_fixed: Fraction | None  # None: not computed under early stop (module docstring)
+    passive: Fraction | None
     adaptive: Fraction
     known: Fraction
 
     def values(self) -> dict[str, Fraction]:
-        return {name: getattr(self, name) for name in CEILINGS}
+        """The ceilings computed for this protocol, by name (``CEILINGS`` order)."""
+        return {name: value for name in CEILINGS if (value := getattr(self, name)) is not None}
 
 
 def behaviour(name: str, settings: OpponentSettings) -> BehaviourStrategy:
@@ -96,44 +107,53 @@ def population_mixes(entries: Sequence[PopulationEntry], settings: OpponentSetti
     return seat_mixes(Population(list(entries)).probabilities(), lambda name: behaviour(name, settings))
 
 
-def _measures(num_hands: int, restart: str) -> dict[str, Callable[[SeatMix, int], Fraction]]:
+def _measures(num_hands: int, restart: str, early_stop: bool) -> dict[str, Callable[[SeatMix, int], Fraction]]:
+    """The ceilings computed under a protocol (module docstring), by name."""
+    adaptive = {
+        "adaptive": lambda mix, seat: analysis.bayes_optimal_meta_value(  # type: ignore[arg-type]
+            mix, num_hands, restart, seat, early_stop),
+        "known": lambda mix, seat: analysis.known_meta_value(mix, num_hands, restart, seat, early_stop),  # type: ignore[arg-type]
+    }
+    if early_stop:
+        return adaptive
     return {
         "best_fixed": lambda mix, seat: analysis.best_response(mix, seat)[0],
         "passive": lambda mix, seat: analysis.passive_meta_value(mix, num_hands, restart, seat),  # type: ignore[arg-type]
-        "adaptive": lambda mix, seat: analysis.bayes_optimal_meta_value(mix, num_hands, restart, seat),  # type: ignore[arg-type]
-        "known": lambda mix, seat: analysis.type_known_value(mix, seat),
+        **adaptive,
     }
 
 
-def mix_ceilings(mixes: Mapping[int, tuple[Fraction, SeatMix]], num_hands: int, restart: str) -> SuiteCeilings:
+def mix_ceilings(mixes: Mapping[int, tuple[Fraction, SeatMix]], num_hands: int, restart: str,
+                 early_stop: bool = False) -> SuiteCeilings:
     """The seat-weighted ceilings of ``seat_mixes`` output."""
-    totals = {name: Fraction(0) for name in CEILINGS}
-    for seat, (p_seat, mix) in sorted(mixes.items()):
-        for name, fn in _measures(num_hands, restart).items():
-            totals[name] += p_seat * fn(mix, seat)
-    return SuiteCeilings(num_hands, restart, **totals)
+    measures = _measures(num_hands, restart, early_stop)
+    totals: dict[str, Fraction | None] = {name: None for name in CEILINGS}
+    for name, fn in measures.items():
+        totals[name] = sum((p_seat * fn(mix, seat) for seat, (p_seat, mix) in sorted(mixes.items())), Fraction(0))
+    return SuiteCeilings(num_hands, restart, early_stop, **totals)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=64)
 def _cached(pairs: tuple[tuple[tuple[str, int], float], ...], tables: tuple[tuple[str, tuple], ...],
-            num_hands: int, restart: str) -> SuiteCeilings:
+            num_hands: int, restart: str, early_stop: bool) -> SuiteCeilings:
     strategies = {name: BehaviourStrategy(name, dict(table)) for name, table in tables}
-    return mix_ceilings(seat_mixes(dict(pairs), strategies.__getitem__), num_hands, restart)
+    return mix_ceilings(seat_mixes(dict(pairs), strategies.__getitem__), num_hands, restart, early_stop)
 
 
 def suite_ceilings(entries: Sequence[PopulationEntry], settings: OpponentSettings, num_hands: int,
-                   restart: str) -> SuiteCeilings:
+                   restart: str, early_stop: bool = False) -> SuiteCeilings:
     """The ceilings of a suite of Kuhn opponents (its population entries) for
-    ``num_hands`` hands with ``restart`` deals. Cached on the opponents' tables, so
-    suites of one process that share their opponents are solved once."""
+    ``num_hands`` hands with ``restart`` deals, under early stop or not. Cached on
+    the opponents' tables, so suites of one process that share their opponents are
+    solved once."""
     if not 1 <= num_hands <= MAX_EXACT_HANDS:
         raise ValueError(f"exact Kuhn ceilings are computed for 1..{MAX_EXACT_HANDS} hands, got {num_hands}")
     probabilities = Population(list(entries)).probabilities()
     names = sorted({name for name, _ in probabilities})
     tables = tuple((name, tuple(sorted(behaviour(name, settings).p_bet.items()))) for name in names)
-    return _cached(tuple(sorted(probabilities.items())), tables, num_hands, restart)
+    return _cached(tuple(sorted(probabilities.items())), tables, num_hands, restart, early_stop)
 
 
 def ceiling_metrics(ceilings: SuiteCeilings) -> dict[str, float]:
-    """``all/ceiling_<name>`` figures for a suite's metrics."""
+    """``all/ceiling_<name>`` figures for a suite's metrics (the ceilings its protocol has)."""
     return {f"all/ceiling_{name}": float(value) for name, value in ceilings.values().items()}

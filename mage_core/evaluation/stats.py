@@ -33,3 +33,22 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     half = z * math.sqrt(var / n)
     return mean, mean - half, mean + half
+
+
+#: The smallest ceiling a figure is divided by (chips per hand; METHOD.md section 8's
+#: exploitation ratio). Against an equilibrium such as CFR's the best response earns
+#: only the strategy's residual exploitability (~1e-4 chips seat-averaged), and a
+#: ratio to it would blow sampling noise (a mean over 2,000 meta-episodes has a
+#: standard error of ~0.03 chips) up into figures like -1,500. The weakest archetype
+#: best response is 1/6 chips; 0.01 keeps every exploitable opponent and drops
+#: (near-)equilibria.
+MIN_RATIO_CEILING = 0.01
+
+
+def ratio_to_ceiling(value: float | None, ceiling: float | None) -> float | None:
+    """``value / ceiling`` where the ceiling is a meaningful positive value (at least
+    ``MIN_RATIO_CEILING``); ``None`` otherwise (a missing value or ceiling, or a
+    ceiling at or near 0, where the ratio would only magnify noise)."""
+    if value is None or ceiling is None or math.isnan(value) or math.isnan(ceiling):
+        return None
+    return value / ceiling if ceiling >= MIN_RATIO_CEILING else None

@@ -19,6 +19,10 @@ exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
   settings are not (the CPU default is a tiny model trained for minutes);
 - ``metrics.json``: flat ``report/<env>/<method>/<name>`` figures for DVC.
 
+``report.md`` opens with where it came from: the git commit of the checkout and the
+digest of the dvc.lock entries of the stages it reads (``tracking.lineage``; ``mage
+lineage`` checks both against a checkout).
+
 Figures are drawn on ``matplotlib.figure.Figure`` with the Agg canvas rather
 than through pyplot: no global backend switch, no figure registry to leak, so
 the stage is safe inside a long-lived flow process. Every file is written
@@ -39,6 +43,7 @@ from mage_core.evaluation.aggregate import (
     ENV_LABELS,
     IN_DOMAIN,
     MISSING,
+    SELECTION_MARK,
     RunTables,
     env_sort_key,
     final_episode,
@@ -50,6 +55,7 @@ from mage_core.evaluation.aggregate import (
     per_opponent,
     table1,
 )
+from mage_core.evaluation.stats import MIN_RATIO_CEILING
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mage_core.stages.run_settings import RunSettings, settings_markdown
 
@@ -60,16 +66,19 @@ FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "traini
 
 
 def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Path | None,
-           out_dir: Path, settings: Mapping[str, RunSettings]) -> dict[str, float]:
+           out_dir: Path, settings: Mapping[str, RunSettings], project_dir: Path | None = None) -> dict[str, float]:
     """Write the report files (module docstring); return the DVC metrics. ``settings``
-    describes every run (``run_settings.run_settings`` of the params it was run with)."""
+    describes every run (``run_settings.run_settings`` of the params it was run with);
+    ``project_dir`` (default: the current folder) is the checkout whose commit and
+    dvc.lock the report states."""
     if not runs:
         raise ValueError("no runs to report: pass at least one run name -> (env, method)")
     tables = load_runs(eval_root, train_root, runs)
     missing = [run for run in runs if run not in settings]
     if missing:
         raise ValueError(f"no settings for run(s) {', '.join(missing)}: the report says what each run was")
-    numbers, table_md = table1(tables.episodes)
+    select_on = {r.run: (None if pd.isna(r.select_on) else r.select_on) for r in tables.overview.itertuples()}
+    numbers, table_md = table1(tables.episodes, select_on=select_on)
     metrics = flat_metrics(tables)
     ceilings = in_domain_ceilings(tables.episodes)
     write_text_atomic(out_dir / "table1.md", table_md)
@@ -77,8 +86,9 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     write_text_atomic(out_dir / "per_opponent.md", per_opponent_markdown(per_opponent(tables.episodes)))
     write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
     write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
+    origin = lineage_line(Path.cwd() if project_dir is None else project_dir)
     write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, eval_root, train_root,
-                                                             {run: settings[run] for run in runs}))
+                                                             {run: settings[run] for run in runs}, origin))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
 
@@ -93,7 +103,7 @@ def in_domain_ceilings(episodes: pd.DataFrame) -> dict[str, tuple[float, float]]
     (``mage_core.evaluation.kuhn_ceilings``), keyed by the runs that share them
     (``"all runs"`` when they all do). Runs evaluated without ceilings are left out."""
     rows = final_episode(episodes[episodes.env == "kuhn_poker"], IN_DOMAIN)
-    rows = rows.dropna(subset=["ceiling_adaptive", "ceiling_best_fixed"])
+    rows = rows.dropna(subset=["ceiling_adaptive"])  # best fixed: NaN under early stop (not computed)
     by_value: dict[tuple[float, float], list[str]] = {}
     for r in rows.itertuples():
         by_value.setdefault((r.ceiling_adaptive, r.ceiling_best_fixed), []).append(r.run)
@@ -134,8 +144,9 @@ def _draw_ceilings(ax: Any, ceilings: Ceilings) -> None:
         which = "" if runs == "all runs" else f" ({runs})"
         ax.axhline(best, color="black", linestyle=("--", "-.", (0, (5, 5)))[i % 3], linewidth=1.2,
                    label=f"Bayes-optimal final hand {best:+.3f}{which}")
-        ax.axhline(fixed, color="grey", linestyle=(":", (0, (1, 3)), (0, (3, 1, 1, 1)))[i % 3], linewidth=1.2,
-                   label=f"best fixed strategy {fixed:+.3f}{which}")
+        if not math.isnan(fixed):
+            ax.axhline(fixed, color="grey", linestyle=(":", (0, (1, 3)), (0, (3, 1, 1, 1)))[i % 3], linewidth=1.2,
+                       label=f"best fixed strategy {fixed:+.3f}{which}")
 
 
 def adaptation_png(tables: RunTables, ceilings: Ceilings) -> bytes:
@@ -174,7 +185,8 @@ def adaptation_png(tables: RunTables, ceilings: Ceilings) -> bytes:
 
 def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     """Top: train headline per iteration (faint raw, solid rolling mean) and the
-    training-time eval headline (markers); bottom: policy entropy, whose early
+    training-time eval headline (markers: the selection set, ``evaluation.selection_seed``,
+    the figures best/ was picked on; never the report set); bottom: policy entropy, whose early
     collapse is the failure mode to look for (docs/learning.md, fresh-deal Kuhn)."""
     from matplotlib.ticker import MaxNLocator
 
@@ -196,7 +208,7 @@ def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
                      label=f"{method}: train" + (f" (rolling mean of {window})" if window > 1 else ""))
             evals = c.dropna(subset=["eval_headline"])
             top.plot(evals.step, evals.eval_headline, color=color, marker="o", linestyle="--", linewidth=1,
-                     label=f"{method}: eval")
+                     label=f"{method}: eval on the selection set")
             bottom.plot(c.step, c.entropy, color=color, linewidth=1.5, label=method)
         if kuhn:
             _draw_ceilings(top, ceilings)
@@ -225,8 +237,13 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
     """One table per (run, suite): a row per opponent and seat, the population first."""
     parts = ["# Per opponent and seat\n",
              "Mean score (Kuhn: chips per hand), success rate and Pass@k at every episode index k; the `all` row "
-             "is the population-weighted average. Kuhn adds the exact best-response value of each opponent and "
-             "seat and the exploitation ratio (final-hand chips over it; 1 = fully exploited).\n"]
+             "is the population-weighted average. Kuhn adds the exact final-hand ceiling with the opponent known "
+             "(`opponent known`: the best response's chips per hand; the `all` row weighs each opponent's by its "
+             "probability; under early stop, the best a stopping agent that knows the opponent reports) and the "
+             "exploitation ratio, final-hand chips over that ceiling (1 = fully exploited). "
+             f"— in `exploitation`: the ceiling is below {MIN_RATIO_CEILING} chips per hand (an equilibrium "
+             "opponent such as CFR, whose best response earns only its residual exploitability) or not positive, "
+             "where a ratio would only magnify sampling noise.\n"]
     for run, runs in frame.groupby("run", sort=False):
         env, method = runs.env.iloc[0], runs.method.iloc[0]
         parts.append(f"## {ENV_LABELS.get(env, env)}: {method} (run `{run}`)\n")
@@ -236,14 +253,14 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
             unit, kuhn = rows.unit.iloc[0], env == "kuhn_poker"
             measures = [("score", unit), ("success", "success")] + ([("draw", "draw")] if env in DRAW_ENVS else [])
             header = ["opponent", "seat", "n"] + [f"{name} ep{k}" for _, name in measures for k in ks]
-            header += [f"Pass@{k}" for k in ks] + (["best response", "exploitation"] if kuhn else [])
+            header += [f"Pass@{k}" for k in ks] + (["opponent known", "exploitation"] if kuhn else [])
             table = []
             for r in rows.to_dict("records"):
                 cells = [r["opponent"], r["seat"], f"{r['num_meta_episodes']:.0f}"]
                 cells += [_number(r[f"{m}_ep{k}"], signed=m == "score") for m, _ in measures for k in ks]
                 cells += [_number(r[f"pass_at_{k}"]) for k in ks]
                 if kuhn:
-                    cells += [_number(r["best_response_value"], signed=True), _number(r["exploitation_ratio"])]
+                    cells += [_number(r["ceiling_known"], signed=True), _number(r["exploitation_ratio"])]
                 table.append(cells)
             parts.append(f"### suite `{suite}`\n\n" + markdown_table(header, table))
     return "\n".join(parts)
@@ -268,7 +285,13 @@ def _how_to_read() -> str:
             "the exploitation ratio is the share of the exact best-response value the final hand takes. The "
             "greedy policy's exact chips (where shown) play the most likely action at every decision against "
             "every opponent, seat and deal enumerated: no sampling noise, so no interval; the sampled chips are "
-            "the policy as it plays, at temperature 1.\n")
+            "the policy as it plays, at temperature 1. Which figures picked the policy: every trained run keeps "
+            "as best/ the checkpoint with the best `train.select_on` figure. `sampled` picks on the selection set "
+            "(`evaluation.selection_seed`), which no figure here comes from except the training curves' eval "
+            "points; `exact_greedy` picks on the greedy policy's exact chips themselves, so those cells are the "
+            f"selection score (marked {SELECTION_MARK}): exact, so no sampling luck was selected, but not a "
+            "measurement apart from the selection. The sampled columns always come from the report set "
+            "(`evaluation.seed`).\n")
 
 
 def table1_title(settings: Mapping[str, RunSettings]) -> str:
@@ -285,11 +308,17 @@ NOT_BUILT = {"alfworld": "its environment is not built yet (issue 13)"}
 
 
 def _missing_note(tables: RunTables) -> str:
-    """What Table 1 leaves out and why: a paper environment without a run, and ``—``."""
+    """Table 1's legend: ``—``, the selection mark, and a paper environment without a run."""
     present = set(tables.overview.env)
     absent = [f"{ENV_LABELS[env]}: {NOT_BUILT.get(env, 'no run in reproduce.runs')}"
               for env in ENV_LABELS if env not in present]
     lines = ["— : the method was not run on that environment (not in `reproduce.runs`)."]
+    exact = sorted(tables.overview.run[tables.overview.select_on == "exact_greedy"])
+    if exact:
+        lines.append(f"{SELECTION_MARK} : the figure the run's best/ was selected on (`train.select_on: exact_greedy`, "
+                     f"runs {', '.join(f'`{run}`' for run in exact)}): the same number as its `summary.json` "
+                     "best_score, exact, not a measurement apart from the selection. The sampled columns come from "
+                     "the report set, which no run selected on.")
     if absent:
         lines.append("Not in the table: " + "; ".join(absent) + ".")
     return "\n".join(lines) + "\n"
@@ -300,11 +329,21 @@ def kuhn_ceilings_markdown(tables: RunTables) -> str:
     frame, table = kuhn_ceiling_table(tables.episodes)
     if frame.empty:
         return ""
+    kuhn = tables.overview[tables.overview.env == "kuhn_poker"]
+    stopped = sorted(kuhn.run[kuhn.early_stop.astype(bool)])
     text = ("### Kuhn Poker against the exact ceilings of each suite\n\n"
-            "Chips per hand, population-weighted; the final hand with its 95% interval; the ceilings are exact "
-            "for the suite's opponents, K and deals (`mage kuhn analyze` prints them per seat). — : the "
-            "evaluation holds no ceilings (K above 4, or outputs older than them).\n\n" + table)
-    return text + opening_bets_markdown(tables.episodes)
+            "Chips per hand, population-weighted; the final hand with its 95% interval (report set); the ceilings "
+            "are exact for the suite's opponents, K, deals and protocol (`mage kuhn analyze` prints them per "
+            "seat). — : the evaluation holds no such ceiling (K above 4; under early stop, best fixed and play "
+            "fixed then respond).\n")
+    if stopped:
+        text += ("\nEarly stop (`rollout.early_stop`) in " + ", ".join(f"`{run}`" for run in stopped) + ": a "
+                 "meta-episode ends after a won hand, and the later hands' figures repeat that hand's chips, so "
+                 "the final hand is the last hand played. Its ceilings are those of that protocol: the "
+                 "Bayes-optimal stopping agent and the same agent knowing the opponent (a policy that wins any "
+                 "hand early reports that hand's chips, so these are far above the all-hands-played ceilings). "
+                 "Best fixed and play fixed then respond are not computed for a stopping agent (—).\n")
+    return text + "\n" + table + opening_bets_markdown(tables.episodes)
 
 
 def opening_bets_markdown(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:
@@ -320,16 +359,32 @@ def opening_bets_markdown(episodes: pd.DataFrame, runs: Mapping[str, str] | None
             "fixed then respond never bets J or Q.\n\n" + table)
 
 
+def lineage_line(project_dir: Path) -> str:
+    """Where the report comes from: the checkout's commit and the digest of the dvc.lock
+    entries it was made from (every stage's but the report's own, written after it);
+    ``mage lineage`` reads this line back (``stages.lineage.REPORT_LINE``)."""
+    from mage_core.tracking.lineage import git_state, lock_digest
+
+    digest = lock_digest(project_dir / "dvc.lock")
+    git = git_state(project_dir)
+    code = f"git commit {git.describe()}" if git.commit else "no git commit (not made in a git checkout)"
+    lock = (f"the dvc.lock entries of the stages it reads, digest `{digest}`" if digest
+            else "no dvc.lock (no DVC stage recorded its inputs)")
+    return f"Made from {code} and {lock}; `mage lineage` checks both against a checkout.\n"
+
+
 def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_root: Path | None,
-                    settings: Mapping[str, RunSettings]) -> str:
-    """``report.md``: every output, linked or embedded, and how to read them; under
-    Table 1, what each run was and how it differs from the paper."""
+                    settings: Mapping[str, RunSettings], origin: str) -> str:
+    """``report.md``: where it came from (``origin``: ``lineage_line``), every output,
+    linked or embedded, and how to read them; under Table 1, what each run was and how
+    it differs from the paper."""
     runs = []
     for r in tables.overview.itertuples():
         trained = not pd.isna(r.iterations)
         runs.append([f"`{r.run}`", ENV_LABELS.get(r.env, r.env), r.method, str(r.episodes_per_meta_episode),
                      f"{r.iterations:.0f}" if trained else MISSING,
-                     f"{r.best_iteration:.0f}" if trained else MISSING, f"`{eval_root / r.run}`",
+                     f"{r.best_iteration:.0f}" if trained else MISSING,
+                     f"`{r.select_on}`" if trained else MISSING, f"`{eval_root / r.run}`",
                      f"`{train_root / r.run}`" if trained and train_root is not None else MISSING])
     oods = sorted(set(tables.episodes.suite) - {IN_DOMAIN})
     ood_rows = [[f"`{s}`", r.method, ENV_LABELS.get(r.env, r.env),
@@ -337,7 +392,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
                  _number(r.pass_at)]
                 for s in oods for r in final_episode(tables.episodes, s).itertuples()]
     return "\n".join([
-        "# MAGE report\n", _how_to_read(),
+        "# MAGE report\n", origin, _how_to_read(),
         f"## {table1_title(settings)}\n", table_md,
         _missing_note(tables),
         kuhn_ceilings_markdown(tables),
@@ -351,8 +406,8 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         "## Per opponent and seat\n",
         "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",
         "## Runs\n",
-        markdown_table(["run", "env", "method", "K", "iterations", "best iteration", "evaluation", "training"],
-                       runs),
+        markdown_table(["run", "env", "method", "K", "iterations", "best iteration", "selected on (train.select_on)",
+                        "evaluation", "training"], runs),
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
     ])
 
@@ -375,7 +430,7 @@ def run(params: str, eval_root: str = "artifacts/eval", train_root: str | None =
     data = apply_overrides(yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}, overrides)
     settings = run_settings(data, params)
     out_dir = Path(out)
-    metrics = report(runs, Path(eval_root), Path(train_root) if train_root else None, out_dir, settings)
+    metrics = report(runs, Path(eval_root), Path(train_root) if train_root else None, out_dir, settings, Path.cwd())
     if cfg.tracking.mlflow:
         with open_mlflow_run("report", cfg.tracking.experiment, None, Path.cwd()) as tracker:
             tracker.log_params({"report.runs": ", ".join(runs)})

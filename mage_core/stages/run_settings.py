@@ -122,7 +122,7 @@ UNSET_MARK = "(file)"
 SEED_ROLES = {
     "seed": "training",
     "evaluation.selection_seed": "selection set (picks best/)",
-    "evaluation.seed": "report set (every figure of the report)",
+    "evaluation.seed": "report set (every sampled figure of the report; the exact columns enumerate every deal)",
 }
 
 

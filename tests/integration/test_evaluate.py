@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from mage_core.config import ConfigError, parse_config
+from mage_core.evaluation.stats import MIN_RATIO_CEILING
 from mage_core.stages.evaluate import evaluate
 from mage_core.stages.train import build_policy
 
@@ -58,6 +59,38 @@ def test_kuhn_suites_trials_and_metrics(policy: Path, tmp_path: Path) -> None:
     # The report set is named in the file, and it is not the training-time selection set.
     assert saved["report_set"] == {"seed": cfg.evaluation.seed, "meta_episodes_per_opponent_seat": 3}
     assert cfg.evaluation.selection_seed != cfg.evaluation.seed
+    assert saved["protocol"] == {"restart": cfg.rollout.restart, "early_stop": False}
+    # Sampled CFR is an equilibrium: the opponent-known ceiling of its suite is its residual
+    # exploitability, seat-averaged (near 0); no ratio is written against it, nor against
+    # CFR as first player (negative); against CFR as second player (1/18) there is one.
+    cfr_known = metrics["eval/ood_cfr/all/ceiling_known"]
+    assert 0 <= cfr_known < MIN_RATIO_CEILING
+    assert cfr_known == pytest.approx((metrics["eval/ood_cfr/cfr/first/ceiling_known"]
+                                       + metrics["eval/ood_cfr/cfr/second/ceiling_known"]) / 2)
+    assert "eval/ood_cfr/all/exploitation_ratio" not in metrics
+    assert "eval/ood_cfr/cfr/first/exploitation_ratio" not in metrics
+    assert metrics["eval/ood_cfr/cfr/second/ceiling_known"] == pytest.approx(1 / 18, abs=1e-3)
+    assert metrics["eval/ood_cfr/cfr/second/exploitation_ratio"] == pytest.approx(
+        metrics["eval/ood_cfr/cfr/second/chips_ep3"] / metrics["eval/ood_cfr/cfr/second/ceiling_known"])
+    assert metrics["eval/in_domain/all/exploitation_ratio"] == pytest.approx(
+        metrics["eval/in_domain/all/chips_ep3"] / metrics["eval/in_domain/all/ceiling_known"])
+
+
+def test_early_stop_evaluation_carries_ceilings_of_a_stopping_agent(policy: Path, tmp_path: Path) -> None:
+    """Under early stop the final hand is the last hand played: the suite's ceilings are
+    the stopping agent's (Bayes-optimal 7/6 for the paper population, K = 3, fresh
+    deals: tests/unit/test_kuhn_analysis.py), best fixed and play-fixed-then-respond are
+    not computed, and the per-opponent ceilings are a stopping agent's too."""
+    cfg = parse_config({**PARAMS, "rollout": {"early_stop": True}})
+    metrics = evaluate(cfg, policy, tmp_path / "a", "in_domain", per_opponent_seat=3)
+    assert metrics["eval/in_domain/all/ceiling_adaptive"] == pytest.approx(7 / 6)
+    assert not {"eval/in_domain/all/ceiling_best_fixed", "eval/in_domain/all/ceiling_passive"} & set(metrics)
+    assert metrics["eval/in_domain/all/ceiling_known"] >= metrics["eval/in_domain/all/ceiling_adaptive"]
+    # One hand's best response is still the opponent's property; the final hand's ceiling is above it.
+    assert metrics["eval/in_domain/aggressive/first/best_response_value"] == pytest.approx(1 / 3)
+    assert metrics["eval/in_domain/aggressive/first/ceiling_known"] > 1 / 3
+    saved = json.loads((tmp_path / "a" / "metrics.json").read_text())
+    assert saved["protocol"] == {"restart": "fresh", "early_stop": True}
 
 
 def test_sokoban_ood_suites_change_the_number_of_boxes(policy: Path, tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     evaluate(parse_config(params("kuhn_poker")), train_root / "kuhn_poker-mage" / "policy-init",
              eval_root / "kuhn_poker-untrained", "in_domain", per_opponent_seat=3)
     out = root / "reports"
-    metrics = report(RUNS, eval_root, train_root, out, settings(RUNS))
+    metrics = report(RUNS, eval_root, train_root, out, settings(RUNS), project_dir=root)
     return {"eval": eval_root, "train": train_root, "out": out, "metrics": metrics}
 
 
@@ -68,6 +68,12 @@ def test_every_file_is_written_and_linked_from_report_md(outputs: dict[str, Any]
     for name in set(FILES) - {"report.md"}:
         assert f"]({name})" in text, name
     assert "### Kuhn Poker against the exact ceilings of each suite" in text
+    # Where it came from (a temporary folder: no git checkout, no dvc.lock), stated on top.
+    assert text.splitlines()[2] == ("Made from no git commit (not made in a git checkout) and no dvc.lock (no DVC "
+                                    "stage recorded its inputs); `mage lineage` checks both against a checkout.")
+    # What picked each trained run's best/ (these train with the default, sampled), and the curves' eval set.
+    assert "| `kuhn_poker-mage` | Kuhn Poker | mage | 3 | 3 | " in text and "| `sampled` |" in text
+    assert "‡" not in (out / "table1.md").read_text()
 
 
 def test_kuhn_runs_sit_next_to_their_suites_exact_ceilings(outputs: dict[str, Any]) -> None:
@@ -150,7 +156,12 @@ def test_per_opponent_lists_every_suite_opponent_and_seat(outputs: dict[str, Any
     kuhn = eval_metrics(outputs, "kuhn_poker-mage")
     group = "eval/in_domain/aggressive/first/"
     row = next(line for line in text.splitlines() if line.startswith("| aggressive | first |"))
-    assert row.endswith(f"| {kuhn[group + 'best_response_value']:+.3f} | {kuhn[group + 'exploitation_ratio']:.3f} |")
+    assert row.endswith(f"| {kuhn[group + 'ceiling_known']:+.3f} | {kuhn[group + 'exploitation_ratio']:.3f} |")
+    # Against the sampled CFR strategy (an equilibrium) the opponent-known ceiling is ~0: no ratio.
+    cfr = text.split("### suite `ood_cfr`")[1].split("### suite")[0]
+    population = next(line for line in cfr.splitlines() if line.startswith("| all | all |"))
+    assert population.endswith(f"| {kuhn['eval/ood_cfr/all/ceiling_known']:+.3f} | — |")
+    assert "below 0.01 chips per hand" in text
     # Tic-Tac-Toe shows its draws: vs MCTS-1000 the draw rate is the figure to read (METHOD.md section 8).
     ttt = eval_metrics(outputs, "tic_tac_toe-mage")
     section = text.split("### suite `ood_mcts_1000`")[1]

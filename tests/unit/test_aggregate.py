@@ -43,6 +43,7 @@ def kuhn_metrics() -> dict[str, float]:
         out |= bounded(f"eval/ood_cfr/all/chips_ep{k}", -0.1, -0.2, 0.0)
     out |= {"eval/in_domain/all/num_meta_episodes": 20.0, "eval/in_domain/aggressive/first/num_meta_episodes": 4.0,
             "eval/in_domain/aggressive/first/best_response_value": 1 / 3,
+            "eval/in_domain/aggressive/first/ceiling_known": 1 / 3,
             "eval/in_domain/aggressive/first/exploitation_ratio": 0.75, "eval/in_domain/all/invalid_rate": 0.0}
     return out
 
@@ -56,10 +57,12 @@ def ttt_metrics(k_max: int) -> dict[str, float]:
     return out
 
 
-def write_eval(root: Path, run: str, game: str, metrics: dict[str, float], k: int = 3) -> Path:
+def write_eval(root: Path, run: str, game: str, metrics: dict[str, float], k: int = 3,
+               early_stop: bool = False) -> Path:
     folder = root / run
     folder.mkdir(parents=True)
-    data = {"game": game, "episodes_per_meta_episode": k, "policy": f"/p/{run}", "metrics": metrics}
+    data = {"game": game, "episodes_per_meta_episode": k, "policy": f"/p/{run}", "metrics": metrics,
+            "protocol": {"restart": "fresh", "early_stop": early_stop}}
     (folder / "metrics.json").write_text(json.dumps(data))
     row = {"suite": None, "opponent": "x", "seat": "first", "meta_episode": 0, "task_seed": 0, "episode": 1,
            "reward": 0.0, "score": 0.0, "success": False, "draw": False, "invalid": 0, "turns": 1, "tokens": 1}
@@ -69,14 +72,16 @@ def write_eval(root: Path, run: str, game: str, metrics: dict[str, float], k: in
     return folder
 
 
-def write_train(root: Path, run: str, records: list[dict[str, Any]], population: str = "paper") -> Path:
+def write_train(root: Path, run: str, records: list[dict[str, Any]], population: str = "paper",
+                select_on: str = "sampled") -> Path:
     folder = root / run
     folder.mkdir(parents=True)
     params = {"params": {"population.kuhn_poker": population, "rollout.restart": "fresh"}}
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [params, *records]))
     (folder / "summary.json").write_text(json.dumps(
         {"method": "mage", "game": "kuhn_poker", "iterations": 2, "minutes": 1.5, "headline": 0.2,
-         "best_score": 0.21, "best_iteration": 2, "final_eval": {}, "config_digest": "x"}))
+         "best_score": 0.21, "best_iteration": 2, "final_eval": {}, "config_digest": "x",
+         "selection_set": {"seed": 7, "select_on": select_on, "meta_episodes_per_opponent_seat": 10}}))
     return folder
 
 
@@ -128,8 +133,8 @@ def test_single_episode_training_reads_episode_one(tmp_path: Path) -> None:
 
 def test_overview_has_training_summary_and_settings(roots: tuple[Path, Path]) -> None:
     overview = load_runs(*roots, RUNS).overview.set_index("run")
-    assert overview.loc["kuhn-mage", ["population", "restart", "iterations", "best_score"]].tolist() == [
-        "paper", "fresh", 2, 0.21]
+    assert overview.loc["kuhn-mage", ["population", "restart", "early_stop", "iterations", "best_score",
+                                      "select_on"]].tolist() == ["paper", "fresh", False, 2, 0.21, "sampled"]
     assert pd.isna(overview.loc["ttt-gigpo", "iterations"])
     assert load_runs(roots[0], None, RUNS).curves.empty
 
@@ -166,6 +171,34 @@ def test_table1_has_the_exact_greedy_column_when_an_evaluation_computed_it(tmp_p
         "score_exact_ep2"] == 0.175
 
 
+def test_table1_marks_the_cells_that_are_a_runs_selection_score(tmp_path: Path) -> None:
+    exact = {f"eval/in_domain/all/chips_exact_ep{k}": v for k, v in ((1, 0.125), (2, 0.175), (3, 0.2162))}
+    write_eval(tmp_path / "eval", "picked", "kuhn_poker", kuhn_metrics() | exact)
+    write_eval(tmp_path / "eval", "sampled", "kuhn_poker", kuhn_metrics() | exact)
+    write_train(tmp_path / "train", "picked", RECORDS, select_on="exact_greedy")
+    write_train(tmp_path / "train", "sampled", RECORDS, select_on="sampled")
+    tables = load_runs(tmp_path / "eval", tmp_path / "train",
+                       {"picked": ("kuhn_poker", "mage"), "sampled": ("kuhn_poker", "lamer")})
+    select_on = dict(zip(tables.overview.run, tables.overview.select_on))
+    assert select_on == {"picked": "exact_greedy", "sampled": "sampled"}
+    numbers, md = table1(tables.episodes, select_on=select_on)
+    lines = md.splitlines()
+    # Only the exact cell of the run that selected on it carries the mark; its sampled cells do not.
+    assert lines[2].startswith("| mage | +0.200 [+0.100, +0.300] | +0.216 ‡ | 0.700")
+    assert lines[3].startswith("| lamer | +0.200 [+0.100, +0.300] | +0.216 | 0.700")
+    assert numbers["kuhn_poker/selected_on"].tolist() == ["chips_exact", ""]
+    assert "‡" not in table1(tables.episodes)[1]  # nothing known about selection: nothing marked
+
+
+def test_a_malformed_protocol_is_named(tmp_path: Path) -> None:
+    folder = write_eval(tmp_path, "r", "kuhn_poker", kuhn_metrics())
+    data = json.loads((folder / "metrics.json").read_text())
+    data["protocol"] = {"restart": "fresh", "early_stop": "yes"}
+    (folder / "metrics.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="'protocol' must hold restart .same/fresh. and early_stop"):
+        load_runs(tmp_path, None, {"r": ("kuhn_poker", "mage")})
+
+
 def test_table1_headers_say_k_when_methods_differ(tmp_path: Path) -> None:
     write_eval(tmp_path, "a", "tic_tac_toe", ttt_metrics(3))
     write_eval(tmp_path, "b", "tic_tac_toe", ttt_metrics(2), k=2)
@@ -188,8 +221,10 @@ def test_per_opponent_puts_the_population_first(roots: tuple[Path, Path]) -> Non
     kuhn = frame[frame.run == "kuhn-mage"]
     assert list(zip(kuhn.suite, kuhn.group)) == [("in_domain", "all"), ("in_domain", "aggressive/first"),
                                                  ("ood_cfr", "all")]
-    assert kuhn.iloc[1][["score_ep3", "success_ep3", "pass_at_3", "exploitation_ratio"]].tolist() == [
-        0.25, 0.5, 0.5, 0.75]
+    assert kuhn.iloc[1][["score_ep3", "success_ep3", "pass_at_3", "ceiling_known", "exploitation_ratio"]].tolist() == [
+        0.25, 0.5, 0.5, pytest.approx(1 / 3), 0.75]
+    # Read as written: the population row has no ratio because metrics.json has none (none recomputed here).
+    assert math.isnan(kuhn.iloc[0]["exploitation_ratio"]) and math.isnan(kuhn.iloc[2]["exploitation_ratio"])
     assert kuhn.iloc[0]["draw_ep2"] == 0.0 and math.isnan(kuhn.iloc[1]["draw_ep2"])  # not written for the pair
     assert frame.run.tolist()[-1] == "ttt-gigpo"
 

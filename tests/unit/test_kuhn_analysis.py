@@ -24,6 +24,7 @@ from mage_core.envs.kuhn_poker.analysis import (
     exploitability,
     fixed_then_respond_value,
     format_fraction,
+    known_meta_value,
     mean_over_seats,
     open_loop_meta_value,
     opponent_report,
@@ -79,10 +80,11 @@ def chips(cards, seat, agent, opponent) -> Fraction:
                F(0))
 
 
-def brute_force_two_hands(mix, seat: int, restart: str, first_hands=None) -> Fraction:
+def brute_force_two_hands(mix, seat: int, restart: str, first_hands=None, early_stop: bool = False) -> Fraction:
     """Best final-hand value of a 2-hand meta-episode: every hand-1 pure
     strategy (or those of ``first_hands``), then for every observation the best of
-    all 64 hand-2 strategies."""
+    all 64 hand-2 strategies. ``early_stop``: an observation where the agent won
+    hand 1 ends the meta-episode, worth hand 1's chips."""
     total_weight = sum(F(w) for w, _ in mix)
     mix = [(F(w) / total_weight, s) for w, s in mix]
     ev = {}  # (type, deal or None) -> value of each hand-2 pure strategy
@@ -97,8 +99,17 @@ def brute_force_two_hands(mix, seat: int, restart: str, first_hands=None) -> Fra
             for cards in DEALS:
                 for h, p in outcomes(cards, seat, s1, strategy).items():
                     shown = cards[1 - seat] if KuhnState(cards, h).is_showdown() else None
-                    groups[cards[seat], h, shown].append((w * p / 6, (t, None if restart == "fresh" else cards)))
-        value = sum(max(sum(w * ev[world][i] for w, world in worlds) for i in range(64)) for worlds in groups.values())
+                    won = KuhnState(cards, h).returns()[seat]
+                    groups[cards[seat], h, shown].append((w * p / 6, (t, None if restart == "fresh" else cards), won))
+        value = F(0)
+        for worlds in groups.values():
+            results = {won for _, _, won in worlds}
+            assert len(results) == 1  # the agent sees its own result: one observation, one payoff
+            won = results.pop()
+            if early_stop and won > 0:
+                value += sum(w * won for w, _, _ in worlds)
+            else:
+                value += max(sum(w * ev[world][i] for w, world, _ in worlds) for i in range(64))
         best = value if best is None else max(best, value)
     return best
 
@@ -202,6 +213,54 @@ def test_bayes_optimal_fresh_uniform_by_number_of_hands():
 @pytest.mark.parametrize("mix", [UNIFORM, PAPER], ids=["uniform", "paper"])
 def test_bayes_optimal_two_hands_matches_brute_force(mix, seat, restart):
     assert bayes_optimal_meta_value(mix, 2, restart, seat) == brute_force_two_hands(mix, seat, restart)
+
+
+@pytest.mark.parametrize("restart", ["fresh", "same"])
+@pytest.mark.parametrize("seat", [0, 1])
+@pytest.mark.parametrize("mix", [UNIFORM, PAPER, [(F(1, 2), equilibrium(F(1, 3))), (F(1, 2), AGGR)]],
+                         ids=["uniform", "paper", "stochastic"])
+def test_bayes_optimal_under_early_stop_matches_brute_force(mix, seat, restart):
+    """A won hand ends the meta-episode and stands as the final hand (rollout.early_stop)."""
+    value = bayes_optimal_meta_value(mix, 2, restart, seat, early_stop=True)
+    assert value == brute_force_two_hands(mix, seat, restart, early_stop=True)
+    assert value >= bayes_optimal_meta_value(mix, 2, restart, seat)  # stopping on a win can only add
+
+
+def fixed_policy_reported_value(agent: dict, mix, seat: int, num_hands: int) -> Fraction:
+    """What the evaluation reports as the final hand for a FIXED pure strategy under
+    early stop with fresh deals: the chips of the first won hand, or of hand K if none
+    was won (the stopped meta-episode's last hand carried forward), by closed form over
+    the per-hand win probability p, E[chips; win] and E[chips]."""
+    total = sum(F(w) for w, _ in mix)
+    value = F(0)
+    for w, opponent in mix:
+        per_deal = [outcomes(cards, seat, agent, opponent) for cards in DEALS]
+        pays = [(p / 6, KuhnState(cards, h).returns()[seat]) for cards, dist in zip(DEALS, per_deal)
+                for h, p in dist.items()]
+        p_win = sum(p for p, c in pays if c > 0)
+        won = sum(p * c for p, c in pays if c > 0)
+        mean = sum(p * c for p, c in pays)
+        reported = sum((1 - p_win) ** (k - 1) * won for k in range(1, num_hands)) + (1 - p_win) ** (num_hands - 1) * mean
+        value += F(w) / total * reported
+    return value
+
+
+def test_a_fixed_policy_under_early_stop_never_reports_above_its_suites_ceiling():
+    """Issue 24: under early stop a fixed "bet only with K" policy reports a final hand far
+    above the all-hands-played Bayes ceiling (257/1080); the ceiling of the protocol (a
+    stopping agent) bounds it, and every other fixed pure strategy of either seat."""
+    k = 3
+    stop_ceiling = {seat: bayes_optimal_meta_value(PAPER, k, "fresh", seat, early_stop=True) for seat in (0, 1)}
+    for seat in (0, 1):
+        reported = [fixed_policy_reported_value(pure, PAPER, seat, k) for pure in PURE[seat]]
+        assert max(reported) <= stop_ceiling[seat]
+    only_k = {seat: {key: int(key.startswith("K")) for key in INFOSETS_BY_SEAT[seat]} for seat in (0, 1)}
+    value = sum(fixed_policy_reported_value(only_k[seat], PAPER, seat, k) for seat in (0, 1)) / 2
+    assert value > F(257, 1080)  # above the ceiling that assumes every hand is played
+    assert value <= sum(stop_ceiling.values()) / 2
+    # The known-opponent ceiling under the same protocol bounds the Bayes one (fresh deals).
+    assert known_meta_value(PAPER, k, "fresh", 0, True) >= stop_ceiling[0]
+    assert known_meta_value(PAPER, k, "fresh", 1, False) == type_known_value(PAPER, 1)
 
 
 def test_bayes_optimal_with_stochastic_opponents_matches_brute_force():

@@ -219,12 +219,13 @@ class _MetaSolver:
 
     def __init__(self, p_bet: Callable[[object, str], Fraction], agent_seat: int, restart: Restart,
                  fixed: Mapping[str, int] | None = None,
-                 after: Callable[[object, str, int], object] | None = None) -> None:
+                 after: Callable[[object, str, int], object] | None = None, early_stop: bool = False) -> None:
         self._p_bet = p_bet
         self._after = after
         self._seat = agent_seat
         self._restart = restart
         self._fixed = fixed  # the agent's move at each infoset in every hand but the last
+        self._early_stop = early_stop  # a won hand ends the meta-episode: its chips are the last hand's
         self._memo: dict[tuple, Fraction] = {}
 
     def fresh(self, belief: Sequence[tuple[object, Fraction]], hands_left: int) -> Fraction:
@@ -260,6 +261,11 @@ class _MetaSolver:
         if is_terminal_history(history):
             if hands_left == 1:  # the final hand: its chips are the objective
                 return sum((w * _agent_chips(card, o, self._seat, history) for w, _, o in worlds), Fraction(0))
+            if self._early_stop:  # the agent sees whether it won; a won hand is the last one played
+                chips = [_agent_chips(card, o, self._seat, history) for _, _, o in worlds]
+                stopped = sum((w * c for (w, _, _), c in zip(worlds, chips) if c > 0), Fraction(0))
+                lost = [world for world, c in zip(worlds, chips) if c <= 0]
+                return stopped + self._next_hand(card, history, lost, hands_left - 1)
             return self._next_hand(card, history, worlds, hands_left - 1)
         if len(history) % 2 == self._seat:
             if self._fixed is not None and hands_left > 1:
@@ -301,7 +307,7 @@ _RESTARTS: dict[str, str] = {
 
 
 def bayes_optimal_meta_value(
-    opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int
+    opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int, early_stop: bool = False
 ) -> Fraction:
     """The best expected chips of the FINAL hand of a ``num_hands``-hand
     meta-episode against one opponent drawn once from the mix (METHOD.md 1, 11).
@@ -312,16 +318,36 @@ def bayes_optimal_meta_value(
     opponent's fixed card) is the exact posterior. Stochastic opponents are
     handled: their actions are re-drawn every hand. ``num_hands=1`` gives the
     best fixed strategy's value.
+
+    ``early_stop`` (``rollout.early_stop``, the paper's protocol): a won hand ends
+    the meta-episode, and its chips count as the final hand's (the evaluation
+    carries a stopped meta-episode's last hand to the later indices). The agent
+    then maximises the chips of the LAST hand it plays: a won hand before the
+    last is worth its own chips, a lost one continues with the updated belief.
+    This is the ceiling of the figures reported under that protocol.
     """
-    return _meta_value(opponent_mix, num_hands, restart, agent_seat, None)
+    return _meta_value(opponent_mix, num_hands, restart, agent_seat, None, early_stop)
+
+
+def known_meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
+                     early_stop: bool) -> Fraction:
+    """The opponent known, under the meta-episode's protocol: without early stop the
+    prior-weighted best-response value (``type_known_value``: every hand is played
+    and only the last counts, so knowing the type is worth its best response in
+    it); with early stop each type's own ``bayes_optimal_meta_value`` (the
+    opponent's type known, its cards not), weighted by the prior."""
+    if not early_stop:
+        return type_known_value(opponent_mix, agent_seat)
+    return sum((weight * bayes_optimal_meta_value([(1, strategy)], num_hands, restart, agent_seat, True)
+                for weight, strategy in _normalised_mix(opponent_mix)), Fraction(0))
 
 
 def _meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int,
-                fixed: Mapping[str, int] | None) -> Fraction:
+                fixed: Mapping[str, int] | None, early_stop: bool = False) -> Fraction:
     seat = _check_meta(agent_seat, num_hands, restart)
     mix = _normalised_mix(opponent_mix)
     tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
-    solver = _MetaSolver(lambda t, key: tables[t][key], seat, restart, fixed)  # type: ignore[index]
+    solver = _MetaSolver(lambda t, key: tables[t][key], seat, restart, fixed, early_stop=early_stop)  # type: ignore[index]
     return _solve(solver, [(t, weight) for t, (weight, _) in enumerate(mix)], num_hands, restart)
 
 

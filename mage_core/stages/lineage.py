@@ -1,0 +1,73 @@
+"""``mage lineage``: does the committed lineage describe the committed code?
+
+Prints the checkout's commit, the digest of dvc.lock's entries (all but the
+report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it was
+made from, and every code or params dependency whose hash in dvc.lock no longer
+matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
+report's digest is dvc.lock's; 1 otherwise, with what to run (``make run``, then
+commit reports/ and dvc.lock: docs/testing.md, "Lineage"); 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from mage_core.config import ConfigError
+from mage_core.tracking.lineage import dvc_status, git_state, lock_digest, stale_deps
+
+#: How report.md states its origin (``report.lineage_line``), read back here.
+REPORT_LINE = re.compile(r"git commit `(?P<commit>[0-9a-f]{7,40})`.*?digest `(?P<digest>sha256:[0-9a-f]{64})`")
+
+
+def report_claims(report: Path) -> tuple[str, str] | None:
+    """(commit, lock digest) that ``report`` states, None if it states none."""
+    if not report.is_file():
+        return None
+    match = REPORT_LINE.search(report.read_text(encoding="utf-8"))
+    return (match["commit"], match["digest"]) if match else None
+
+
+def check(project: Path, report: Path) -> list[str]:
+    """What is out of date, one line each (empty: the lineage holds); prints the facts."""
+    console = Console()
+    git = git_state(project)
+    digest = lock_digest(project / "dvc.lock")
+    console.print(f"checkout: git commit {git.describe()}")
+    console.print(f"dvc.lock: {digest or 'absent'} (every stage but the report's)")
+    problems = []
+    claims = report_claims(report)
+    if claims is None:
+        console.print(f"{report}: states no commit or dvc.lock digest")
+        problems.append(f"{report} states no lineage (not written by this version of `mage report`)")
+    else:
+        commit, claimed = claims
+        console.print(f"{report}: made from git commit {commit}, dvc.lock digest {claimed}")
+        if claimed != digest:
+            problems.append(f"{report} was made from other dvc.lock entries ({claimed}) than dvc.lock holds "
+                            f"({digest})")
+    if digest is None:
+        problems.append("no dvc.lock: nothing records which code and params produced the outputs")
+    else:
+        for dep, stages in stale_deps(dvc_status(project), project).items():
+            named = ", ".join(stages[:3]) + (f" and {len(stages) - 3} more" if len(stages) > 3 else "")
+            problems.append(f"{dep} since dvc.lock recorded it, for {len(stages)} stage(s): {named}")
+    return problems
+
+
+def run(project: str = ".", report: str | None = None) -> int:
+    root = Path(project)
+    if not (root / "dvc.yaml").is_file():
+        raise ConfigError("command line", [f"--project: {root} holds no dvc.yaml (pass the project's folder)"])
+    problems = check(root, Path(report) if report else root / "reports" / "report.md")
+    console = Console()
+    if problems:
+        for line in problems:
+            console.print(f"[red]{line}[/red]")
+        console.print("The committed lineage does not describe this code: run `make run` (or `mage reproduce`) "
+                      "and commit reports/ and dvc.lock (docs/testing.md, \"Lineage\").")
+        return 1
+    console.print("lineage holds: dvc.lock matches the code and params, and the report was made from its entries")
+    return 0

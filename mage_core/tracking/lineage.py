@@ -1,0 +1,128 @@
+"""Where an output came from, and whether the committed lineage still describes the code.
+
+A report is only as trustworthy as the claim that the committed code produced it.
+Three facts answer that claim (docs/testing.md, "Lineage"):
+
+- ``git_state``: the commit of the checkout and whether tracked files differ from it
+  (``git describe --dirty``'s rule: untracked files do not count);
+- ``lock_digest``: a SHA-256 over dvc.lock's entries for every stage but the ones
+  named (the report's own entry is written after the report, so the report states the
+  digest of the entries it was made from: the data, training and evaluation stages);
+  canonical JSON of the parsed lock, so YAML layout does not change it;
+- ``stale_deps``: the code and params dependencies whose hash in dvc.lock no longer
+  matches the working tree, from ``dvc status --json``. Only dependencies git tracks
+  count (``mage_core``, ``params.yaml`` sections, ...): a dependency that is another
+  stage's output (``data/webshop``, ``artifacts/eval``) is absent from a fresh clone
+  by design, as are outputs not in the DVC cache.
+
+No MLflow, no DVC import: DVC runs as a subprocess (its import costs seconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+#: dvc.lock entries the report's digest leaves out: the report's own (written after it).
+REPORT_STAGES = ("report",)
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The checkout's commit (None: not a git checkout) and whether tracked files changed."""
+
+    commit: str | None
+    dirty: bool | None
+
+    def describe(self) -> str:
+        if self.commit is None:
+            return "no git commit (not a git checkout)"
+        state = {True: "with uncommitted changes to tracked files", False: "clean",
+                 None: "state of tracked files unknown"}[self.dirty]
+        return f"`{self.commit}` ({state})"
+
+
+def _git(project_dir: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=project_dir, capture_output=True, text=True, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_state(project_dir: Path) -> GitState:
+    """The commit of ``project_dir``'s checkout and whether tracked files differ from it."""
+    head = _git(Path(project_dir), "rev-parse", "HEAD")
+    if not head:
+        return GitState(None, None)
+    status = _git(Path(project_dir), "status", "--porcelain", "--untracked-files=no")
+    return GitState(head.strip(), None if status is None else bool(status.strip()))
+
+
+def lock_digest(lock_path: Path, exclude: Sequence[str] = REPORT_STAGES) -> str | None:
+    """``sha256:<hex>`` of dvc.lock's stage entries but ``exclude``'s; None without a
+    lock file. Raises ValueError naming the file when it is not a dvc.lock."""
+    lock_path = Path(lock_path)
+    if not lock_path.is_file():
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(lock_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ValueError(f"{lock_path}: not valid YAML ({err})") from err
+    stages = data.get("stages") if isinstance(data, dict) else None
+    if not isinstance(stages, dict):
+        raise ValueError(f"{lock_path}: not a dvc.lock (no 'stages' mapping)")
+    kept = {name: entry for name, entry in stages.items() if name not in exclude}
+    canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def tracked(project_dir: Path, path: str) -> bool:
+    """Whether git tracks ``path`` (a file, or any file under a folder)."""
+    listed = _git(Path(project_dir), "ls-files", "--", path)
+    return bool(listed and listed.strip())
+
+
+def dvc_status(project_dir: Path) -> dict[str, Any]:
+    """``dvc status --json`` of the project (every stage). Raises RuntimeError with
+    DVC's own message when it fails."""
+    done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=project_dir,
+                          capture_output=True, text=True, check=False,
+                          env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"`dvc status --json` failed in {project_dir} (exit {done.returncode}): "
+                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
+    try:
+        return json.loads(done.stdout or "{}")
+    except json.JSONDecodeError as err:
+        raise RuntimeError(f"`dvc status --json` printed no JSON: {done.stdout[:500]!r}") from err
+
+
+def stale_deps(status: dict[str, Any], project_dir: Path) -> dict[str, list[str]]:
+    """Every code or params dependency whose hash in dvc.lock does not match the
+    working tree (module docstring), as ``"<dep> (<change>)"`` -> the stages that
+    record it, sorted."""
+    out: dict[str, set[str]] = {}
+    is_tracked: dict[str, bool] = {}
+    for stage, changes in status.items():
+        for change in changes if isinstance(changes, list) else []:
+            deps = change.get("changed deps") if isinstance(change, dict) else None
+            for path, what in (deps or {}).items():
+                if isinstance(what, dict):  # a params file: section -> change
+                    for section, kind in what.items():
+                        out.setdefault(f"{path} section {section} ({kind})", set()).add(stage)
+                    continue
+                if path not in is_tracked:
+                    is_tracked[path] = tracked(project_dir, path)
+                if is_tracked[path]:
+                    out.setdefault(f"{path} ({what})", set()).add(stage)
+    return {dep: sorted(stages) for dep, stages in sorted(out.items())}
