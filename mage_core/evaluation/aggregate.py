@@ -471,17 +471,18 @@ def kuhn_ceiling_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = 
         row.update({f"above_fixed{s}": row[f"final{s}"] - fixed for s in ("", "_low", "_high")})
         rows.append(row)
         label = runs[run] if runs is not None else run
-        cells.append([label, row["method"], suite, str(row["k"]), _number3(row["first"]),
+        cells.append([label, row["method"], suite, str(row["k"]), fmt_number(row["first"], signed=True),
                       fmt_interval(row["final"], row["final_low"], row["final_high"], signed=True),
-                      *(_number3(row[f"ceiling_{name}"]) for name in CEILING_LABELS),
+                      *(fmt_number(row[f"ceiling_{name}"], signed=True) for name in CEILING_LABELS),
                       fmt_interval(row["above_fixed"], row["above_fixed_low"], row["above_fixed_high"], signed=True)])
     header = ["run", "method", "suite", "K", "first hand", "final hand", *CEILING_LABELS.values(),
               "final - best fixed"]
     return pd.DataFrame(rows, columns=list(CEILING_COLUMNS)), markdown_table(header, cells) if cells else ""
 
 
-def _number3(value: float) -> str:
-    return MISSING if value is None or math.isnan(value) else f"{value:+.3f}"
+def fmt_number(value: float | None, signed: bool = False) -> str:
+    """``+0.238`` (``signed``) or ``0.238``, to three places; a missing value is ``—``."""
+    return MISSING if value is None or math.isnan(value) else (f"{value:+.3f}" if signed else f"{value:.3f}")
 
 
 def opening_bets_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:

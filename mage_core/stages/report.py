@@ -48,6 +48,7 @@ from mage_core.evaluation.aggregate import (
     env_sort_key,
     final_episode,
     flat_metrics,
+    fmt_number,
     kuhn_ceiling_table,
     load_runs,
     opening_bets_table,
@@ -229,10 +230,6 @@ def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     return _png(fig)
 
 
-def _number(value: float, signed: bool = False) -> str:
-    return MISSING if value is None or math.isnan(value) else (f"{value:+.3f}" if signed else f"{value:.3f}")
-
-
 def per_opponent_markdown(frame: pd.DataFrame) -> str:
     """One table per (run, suite): a row per opponent and seat, the population first."""
     parts = ["# Per opponent and seat\n",
@@ -257,10 +254,10 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
             table = []
             for r in rows.to_dict("records"):
                 cells = [r["opponent"], r["seat"], f"{r['num_meta_episodes']:.0f}"]
-                cells += [_number(r[f"{m}_ep{k}"], signed=m == "score") for m, _ in measures for k in ks]
-                cells += [_number(r[f"pass_at_{k}"]) for k in ks]
+                cells += [fmt_number(r[f"{m}_ep{k}"], signed=m == "score") for m, _ in measures for k in ks]
+                cells += [fmt_number(r[f"pass_at_{k}"]) for k in ks]
                 if kuhn:
-                    cells += [_number(r["ceiling_known"], signed=True), _number(r["exploitation_ratio"])]
+                    cells += [fmt_number(r["ceiling_known"], signed=True), fmt_number(r["exploitation_ratio"])]
                 table.append(cells)
             parts.append(f"### suite `{suite}`\n\n" + markdown_table(header, table))
     return "\n".join(parts)
@@ -388,8 +385,8 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
                      f"`{train_root / r.run}`" if trained and train_root is not None else MISSING])
     oods = sorted(set(tables.episodes.suite) - {IN_DOMAIN})
     ood_rows = [[f"`{s}`", r.method, ENV_LABELS.get(r.env, r.env),
-                 _number(r.score, signed=r.env == "kuhn_poker") + f" {r.unit}", _number(r.success), _number(r.draw),
-                 _number(r.pass_at)]
+                 fmt_number(r.score, signed=r.env == "kuhn_poker") + f" {r.unit}", fmt_number(r.success),
+                 fmt_number(r.draw), fmt_number(r.pass_at)]
                 for s in oods for r in final_episode(tables.episodes, s).itertuples()]
     return "\n".join([
         "# MAGE report\n", origin, _how_to_read(),

@@ -281,7 +281,9 @@ def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
              "Chips per hand, population-weighted, final hand with its 95% interval over the suite's "
              "meta-episodes; the ceilings are exact for the suite's opponents, K and deals (`mage kuhn analyze` "
              "prints them per seat): best fixed strategy (no adaptation), play fixed then respond (adaptation "
-             "without probing), Bayes-optimal final hand, opponent known. — : no ceiling in the evaluation.\n",
+             "without probing), Bayes-optimal final hand, opponent known. — : no ceiling in the evaluation (K "
+             "above 4; under early stop, best fixed and play fixed then respond, which are not computed for a "
+             "stopping agent: its ceilings are those of the stopping protocol).\n",
              table]
     if SEED_KEY in sweep.grid.vary and len(sweep.grid.vary[SEED_KEY]) > 1:
         parts += ["### Over training seeds\n", seeds_markdown(sweep, frame)]
@@ -291,7 +293,7 @@ def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
 
 def seeds_markdown(sweep: Sweep, frame: Any) -> str:
     """``kuhn_ceiling_table`` rows grouped by every varied value but the seed."""
-    from mage_core.evaluation.aggregate import CEILING_LABELS, markdown_table
+    from mage_core.evaluation.aggregate import CEILING_LABELS, fmt_number, markdown_table
 
     others = [key for key in sweep.grid.vary if key != SEED_KEY]
     setting = {p.name: tuple(str(p.values[key]) for key in others) for p in sweep.points}
@@ -302,7 +304,7 @@ def seeds_markdown(sweep: Sweep, frame: Any) -> str:
         spread = f"{finals.std(ddof=1):.3f}" if len(finals) > 1 else "—"
         rows.append([*values, suite, str(len(finals)), f"{finals.mean():+.3f}", spread,
                      f"{finals.min():+.3f} .. {finals.max():+.3f}",
-                     *(f"{g[f'ceiling_{name}'].iloc[0]:+.3f}" for name in CEILING_LABELS)])
+                     *(fmt_number(float(g[f"ceiling_{name}"].iloc[0]), signed=True) for name in CEILING_LABELS)])
     rows.sort(key=lambda r: (r[len(others)] != "in_domain", r[len(others)]))
     note = (f"Each setting trained from {len(sweep.grid.vary[SEED_KEY])} seeds ({SEED_KEY}: "
             f"{', '.join(map(str, sweep.grid.vary[SEED_KEY]))}); per seed the final hand is the mean over the "
