@@ -5,7 +5,7 @@ report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it 
 made from, and every code or params dependency whose hash in dvc.lock no longer
 matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
 report's digest is dvc.lock's; 1 otherwise, with what to run (``make run``, then
-commit reports/ and dvc.lock: docs/testing.md, "Lineage"); 2 on bad input.
+commit reports/ and dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def run(project: str = ".", report: str | None = None) -> int:
         for line in problems:
             console.print(f"[red]{line}[/red]")
         console.print("The committed lineage does not describe this code: run `make run` (or `mage reproduce`) "
-                      "and commit reports/ and dvc.lock (docs/testing.md, \"Lineage\").")
+                      "and commit reports/ and dvc.lock (CONTRIBUTING.md, \"Lineage\").")
         return 1
     console.print("lineage holds: dvc.lock matches the code and params, and the report was made from its entries")
     return 0

@@ -1,7 +1,7 @@
 """Where an output came from, and whether the committed lineage still describes the code.
 
 A report is only as trustworthy as the claim that the committed code produced it.
-Three facts answer that claim (docs/testing.md, "Lineage"):
+Three facts answer that claim (CONTRIBUTING.md, "Lineage"):
 
 - ``git_state``: the commit of the checkout and whether tracked files differ from it
   (``git describe --dirty``'s rule: untracked files do not count);
