@@ -16,8 +16,9 @@ from rich_argparse import RawDescriptionRichHelpFormatter, RichHelpFormatter
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
-#: CPU kernels pinned to one instruction set, so a CPU run gives the same bits on any
-#: x86 machine with AVX2: torch's vectorised kernels, MKL (conditional numerical
+#: CPU kernels pinned to one instruction set, so a CPU run gives the same bits on x86
+#: machines with AVX2 (given the same packages, thread count and params: docs/learning.md,
+#: "What is reproducible, bit for bit"): torch's vectorised kernels, MKL (conditional numerical
 #: reproducibility) and oneDNN otherwise pick AVX-512 code where the CPU has it, and
 #: their rounding differs (measured: after 15 iterations of the CPU default the
 #: weights differ between AVX-512 and AVX2 kernels; the speed does not). Set before

@@ -76,8 +76,9 @@ def test_adhoc_tournament_writes_json(project_root: Path, mage_cmd: list[str], t
 
 @pytest.mark.parametrize("preset, expected", [(None, "AVX2"), ("default", "DEFAULT")])
 def test_the_command_line_pins_cpu_kernels_unless_the_environment_chose(preset: str | None, expected: str) -> None:
-    # Bit-reproducible CPU runs across x86 machines: `mage` sets ATEN_CPU_CAPABILITY,
-    # MKL_CBWR and ONEDNN_MAX_CPU_ISA before torch loads; a value already set wins.
+    # The same CPU kernels on every x86 machine with AVX2 (what else a bit-identical run needs:
+    # docs/learning.md): `mage` sets ATEN_CPU_CAPABILITY, MKL_CBWR and ONEDNN_MAX_CPU_ISA
+    # before torch loads; a value already set wins.
     import os
 
     code = (
