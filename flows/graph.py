@@ -4,7 +4,9 @@
 DVC finds it up to date, else run by ``dvc repro`` under an MLflow child run of
 the flow's (or grid point's) run, which is tagged with the hashes DVC recorded.
 It runs in a thread of the flow's process or, with Ray, in a Ray worker: the
-same function, shipped by reference.
+same function, shipped by reference. The stage's own command names its run and
+tags it with what it ran (``mage_core.tracking.runs.StageIdentity``); the flow adds
+DVC's hashes to the run and to any model version the stage registered.
 
 ``run_graph`` submits one Prefect task run per stage, in dependency order; a
 task waits for its upstream tasks, then for one of ``max_concurrent`` slots, so
@@ -83,7 +85,8 @@ def execute_stage(project_dir: Path, stage: str, parent_run_id: str | None,
         from mage_core.tracking.mlflow_tracker import MlflowTracker
         from mage_core.tracking.runs import RUN_ID_ENV
 
-        child = MlflowTracker.start(tracking.uri, tracking.experiment, stage, parent_run_id=parent_run_id)
+        child = MlflowTracker.start(tracking.uri, tracking.experiment, stage, parent_run_id=parent_run_id,
+                                    tags={"stage": stage.partition("@")[0]})  # the stage renames and tags it
         extra_env = {RUN_ID_ENV: child.run_id, "MLFLOW_TRACKING_URI": tracking.uri}
     started, clock = time.time(), time.perf_counter()
     try:
@@ -96,7 +99,10 @@ def execute_stage(project_dir: Path, stage: str, parent_run_id: str | None,
     if child is not None:
         from mage_core.tracking.mlflow_tracker import run_tags
 
-        child.set_tags(run_tags(project_dir, None, stage))  # the hashes DVC just recorded
+        tags = run_tags(project_dir, None, stage)  # the hashes DVC just recorded
+        child.set_tags(tags)
+        # ... also on the model version a training stage registered (mage_core.tracking.registry)
+        child.tag_model_versions({k: v for k, v in tags.items() if k.startswith(("dvc.out.", "dvc.dep."))})
         child.log_metrics(0, {"flow/stage/seconds": seconds})
         child.close()
     return {**where, "skipped": False, "seconds": seconds, "started": started, "ended": time.time()}

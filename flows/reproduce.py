@@ -51,7 +51,8 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
     if tracking is not None:
         from mage_core.tracking.mlflow_tracker import MlflowTracker, run_tags
 
-        parent = MlflowTracker.start(tracking.uri, tracking.experiment, name, tags=run_tags(root, None, None))
+        parent = MlflowTracker.start(tracking.uri, tracking.experiment, name,
+                                     tags={**run_tags(root, None, None), "stage": name})
     jobs = [StageJob(root, stage, stage, tuple(u for u in ups if u in graph), parent.run_id if parent else None)
             for stage, ups in graph.items()]
     try:

@@ -597,6 +597,12 @@ class TrackingConfig(Strict):
 
     mlflow: bool = False
     experiment: Annotated[str, StringConstraints(min_length=1)] = "mage"
+    #: CPU, memory, disk and network of the machine (GPU where nvidia-ml-py sees one) as
+    #: ``system/*`` metrics of every stage run, sampled every 10 s
+    #: (``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``) plus once at its end.
+    system_metrics: bool = True
+    #: A trained run's ``best/`` as a version of the registered model ``mage-<env>-<method>``.
+    register_models: bool = True
 
 
 class Config(Strict):

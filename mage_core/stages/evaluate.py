@@ -40,7 +40,7 @@ from mage_core.evaluation.trials import SEAT_NAMES, TRIAL_COLUMNS, trial_rows
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
-from mage_core.tracking.runs import check_tracking, open_mlflow_run
+from mage_core.tracking.runs import StageIdentity, check_tracking, open_mlflow_run
 
 console = Console()
 
@@ -93,8 +93,9 @@ def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: i
 
 
 def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
-             per_opponent_seat: int | None = None) -> dict[str, Any]:
-    """Run the suites; write ``trials.parquet`` and ``metrics.json``; return the metrics."""
+             per_opponent_seat: int | None = None, run_name: str | None = None) -> dict[str, Any]:
+    """Run the suites; write ``trials.parquet`` and ``metrics.json``; return the metrics.
+    ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     import pandas as pd
     import torch
 
@@ -162,19 +163,27 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
                                                                "meta_episodes_per_opponent_seat": n}})
     write_text_atomic(out_dir / "transcripts.txt", "\n".join(samples))
     if cfg.tracking.mlflow:
-        _track(cfg, policy_dir, out_dir, which, n, {**metrics, **timings})
+        _track(cfg, policy_dir, out_dir, which, n, {**metrics, **timings}, run_name)
     return metrics
 
 
-def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, metrics: dict[str, float]) -> None:
+def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, metrics: dict[str, float],
+           run_name: str | None = None) -> None:
+    """The MLflow run: params, metrics, the three files, and what makes runs compare
+    (``mage_core.tracking.compare``: Table 1's K-independent keys, the adaptation curves,
+    the registered model evaluated, the saved views)."""
+    from mage_core.evaluation.aggregate import ENV_LABELS
     from mage_core.stages.train import config_digest
+    from mage_core.tracking.compare import log_comparison
 
     run = open_mlflow_run("evaluate", cfg.tracking.experiment, config_digest(cfg), Path.cwd(),
-                          run_name=f"evaluate {cfg.env.name} {which}")
+                          identity=StageIdentity.of("evaluate", cfg, run_name),
+                          system_metrics=cfg.tracking.system_metrics)
     with run:
         run.log_params({**flatten(cfg.model_dump(mode="json")), "evaluate.policy": str(policy_dir),
                         "evaluate.suites": which, "evaluate.per_opponent_seat": n})
         run.log_metrics(0, metrics)
+        log_comparison(run, metrics, cfg.env.name, cfg.algorithm.preset, policy_dir, ENV_LABELS)
         for name in ("trials.parquet", "metrics.json", "transcripts.txt"):
             run.log_artifact(out_dir / name)
 
@@ -191,6 +200,6 @@ def run(params: str, policy: str, out: str, which: str = "all", per_opponent_sea
         raise ConfigError("command line", problems)
     if per_opponent_seat is None and run is not None:  # a run of the reproduction: its own eval size
         per_opponent_seat = cfg.reproduce.eval_per_pair
-    evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat)
+    evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat, run_name=run)
     console.print(f"trial table and metrics written to {out}")
     return 0

@@ -11,6 +11,12 @@ Outputs under ``--out`` (default ``train.output_dir``):
 - ``metrics.jsonl``: one line per iteration (and per evaluation);
 - ``summary.json``: the final evaluation and where everything is.
 
+With ``tracking.mlflow`` the run is an MLflow run named and tagged by its stage,
+environment, method and seed (``mage_core.tracking.runs.StageIdentity``), sampling
+the machine (``tracking.system_metrics``); at its end a trained method's ``best/``
+becomes a version of the registered model ``mage-<env>-<method>``
+(``tracking.register_models``, ``mage_core.tracking.registry``).
+
 ``metrics.jsonl`` and ``summary.json`` are DVC-cached outputs and hold no
 wall-clock time (``mage_core.tracking.jsonl.TIMING_PREFIXES``): two runs of the
 same seeded training write the same bytes. Timings (``train/time/*``, the total
@@ -40,7 +46,7 @@ from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
-from mage_core.tracking.runs import StageTracker, check_tracking, open_mlflow_run
+from mage_core.tracking.runs import StageIdentity, StageTracker, check_tracking, open_mlflow_run
 from mage_core.trainers.checkpoint import (
     CheckpointError,
     CheckpointManager,
@@ -197,7 +203,7 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         command = launch_command(ranks, args)
         console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
         return subprocess.call(command)
-    summary = train(cfg, out_dir, resume=resume)
+    summary = train(cfg, out_dir, resume=resume, run_name=run)
     if summary.get("rank", 0) == 0:
         console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} "
                       f"min; outputs in {out_dir}")
@@ -308,12 +314,13 @@ def check_data_parallel(cfg: Config, world: int) -> None:
 
 
 def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
-          stop_after: int | None = None) -> dict[str, Any]:
+          stop_after: int | None = None, run_name: str | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
     checkpoints; True continues the latest (its configuration must match);
     "auto" continues it when the configuration matches and starts afresh
     otherwise (a pipeline stage re-run). ``stop_after`` ends the process's work
-    after that many iterations of this call (tests use it to interrupt a run)."""
+    after that many iterations of this call (tests use it to interrupt a run).
+    ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     from mage_core.backends import require_built
 
     require_built(cfg.backend.generator, cfg.backend.engine)  # before anything is written
@@ -386,7 +393,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         if main:
             console.print(f"resumed from {latest} at iteration {step}")
     mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
-                                  run_name=f"train {cfg.env.name} {cfg.algorithm.preset}")
+                                  identity=StageIdentity.of("train", cfg, run_name),
+                                  system_metrics=cfg.tracking.system_metrics)
                   if cfg.tracking.mlflow and main else None)
     continued = state.iteration > 0  # a resumed run appends to its log, cut back to the checkpoint
     jsonl = (JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if continued else None)
@@ -463,6 +471,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             write_text_atomic(out_dir / "transcripts.txt", transcripts(final_metas, trainer.codec.decode))
             for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
                 logger.log_artifact(out_dir / name)
+            if mlflow_run is not None and cfg.tracking.register_models and cfg.algorithm.agent == "trained":
+                register(mlflow_run, out_dir / "best", state, t.select_on)
         logger.close()
         ranks.barrier()  # no rank leaves before rank 0 has written everything
         return {**summary, "minutes": seconds / 60, "rank": ranks.rank}
@@ -472,6 +482,20 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     finally:
         trainer.close()  # the Ray rollout workers, if any
         generator.close()  # vLLM's engine processes, if any
+
+
+def register(mlflow_run: Any, best: Path, state: TrainState, select_on: str) -> None:
+    """``best/`` as a new version of the registered model ``mage-<env>-<method>``
+    (``mage_core.tracking.registry``), tagged with the run's lineage."""
+    from mage_core.tracking.registry import model_uri, register_best
+
+    started = time.perf_counter()
+    name, version = register_best(mlflow_run, best, mlflow_run.tags(), {
+        "mage.best_iteration": state.best_iteration, "mage.best_score": state.best_score,
+        "mage.select_on": select_on})
+    mlflow_run.set_tags({"mage.model_uri": model_uri(name, version)})
+    console.print(f"best/ registered in MLflow as {model_uri(name, version)} "
+                  f"({time.perf_counter() - started:.1f} s)", soft_wrap=True)
 
 
 def better(score: float, best: float, select_on: str) -> bool:

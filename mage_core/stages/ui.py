@@ -8,7 +8,10 @@ Where it opens: MLflow 3.17's UI starts in its "GenAI apps & agents" mode (a
 global switch kept in the browser; its experiment pages then show traces, of
 which the pipeline has none). The switch follows the ``workflowType`` query
 parameter, so the link printed here opens the experiment's training runs in
-"Machine learning" mode (``mlflow_tracker.training_runs_url``).
+"Machine learning" mode (``mlflow_tracker.training_runs_url``). Then come the
+experiment's saved views (``mage_core.tracking.views``: "Table 1: <environment> by
+method", written by ``mage evaluate``), each as a link to the runs table and to
+the charts.
 
 No orphans: ``mlflow ui`` runs its web server as a child process of its own, so
 killing ``mage ui`` alone would leave both running. The server is started in a
@@ -99,7 +102,7 @@ def run(params: str, host: str = "127.0.0.1", port: int = 5000) -> int:
     from rich.console import Console
 
     from mage_core.config import load_config
-    from mage_core.tracking.mlflow_tracker import default_tracking_uri, training_runs_url
+    from mage_core.tracking.mlflow_tracker import default_tracking_uri, saved_view_links, training_runs_url
 
     if not 0 < port < 65536:
         raise ConfigError("command line", [f"--port {port}: not a TCP port (1-65535)"])
@@ -112,6 +115,11 @@ def run(params: str, host: str = "127.0.0.1", port: int = 5000) -> int:
     console = Console(soft_wrap=True)
     console.print(f"MLflow UI for {store} at http://{host}:{port} (Ctrl-C stops it)")
     console.print(f"training runs of experiment {experiment!r}: {training_runs_url(store, experiment, host, port)}")
+    views = saved_view_links(store, experiment, host, port)
+    if views:
+        console.print("saved views (the runs grouped by method; the second link opens the charts):")
+    for name, table, charts in views:
+        console.print(f"  {name}: {table}\n    charts: {charts}")
     if host not in ("127.0.0.1", "localhost"):
         console.print(f"[yellow]warning:[/] listening on {host}: anyone who can reach this machine sees the runs")
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}

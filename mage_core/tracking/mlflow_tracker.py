@@ -11,10 +11,16 @@ its outputs. Three choices follow from how the pipeline runs:
   concurrently in one process;
 - ``check_tracking_uri`` is a cheap standalone probe, so an unreachable server
   stops a stage before any training starts instead of after hours of it.
+
+A run can also sample the machine (``start_system_metrics``: MLflow's own
+``SystemMetricsMonitor``, ``system/*`` metrics) and register a folder it logged
+as a version of a registered model (``register_folder``), by the same explicit
+run id.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import subprocess
@@ -38,6 +44,10 @@ PARENT_RUN_TAG = "mlflow.parentRunId"  # what the UI nests runs by
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 TRAINING_EXPERIMENT_KIND = "custom_model_development"
 _TRUNCATION_MARK = "...[truncated]"
+#: Seconds between two samples of the machine (MLflow's default; its environment variable
+#: ``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL`` overrides it).
+SYSTEM_METRICS_INTERVAL_S = 10.0
+SYSTEM_METRICS_PREFIX = "system/"
 
 _T = TypeVar("_T")
 
@@ -159,6 +169,35 @@ def _param_value(value: Any) -> str:
     return text[: MAX_PARAM_VALUE_CHARS - len(_TRUNCATION_MARK)] + _TRUNCATION_MARK
 
 
+class SystemMetrics:
+    """MLflow's ``SystemMetricsMonitor`` on one run, in a daemon thread of this process:
+    CPU, memory, disk and network of the machine (and GPUs where nvidia-ml-py sees
+    them) as ``system/*`` metrics, one sample every ``interval_s``.
+
+    ``stop`` ends the thread (it sleeps on an event, so it stops at once, not at the
+    next sample) and then logs one last sample covering the time since the previous
+    one: MLflow's loop drops a sample still in progress, so a stage shorter than the
+    interval would otherwise get no system metrics at all."""
+
+    def __init__(self, tracking_uri: str, run_id: str, interval_s: float = SYSTEM_METRICS_INTERVAL_S) -> None:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop chatter per stage
+        self._monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, tracking_uri=tracking_uri)
+        self._monitor.start()
+
+    def stop(self) -> None:
+        monitor, self._monitor = self._monitor, None
+        if monitor is None:
+            return
+        monitor.finish()  # joins the thread, flushes what it queued
+        for part in monitor.monitors:
+            part.clear_metrics()
+        monitor.collect_metrics()  # CPU load since the previous sample, memory now
+        monitor.publish_metrics(monitor.aggregate_metrics())
+        monitor.mlflow_logger.flush()
+
+
 class MlflowTracker:
     """One MLflow run (a flow's parent run or a stage's child run), by explicit id.
 
@@ -170,6 +209,7 @@ class MlflowTracker:
         self._client = client  # mlflow.tracking.MlflowClient, typed Any to keep mlflow lazy
         self._run_id = run_id
         self._closed = not owned  # a run attached to is ended by its owner, not here
+        self._system: SystemMetrics | None = None
 
     @classmethod
     def attach(cls, tracking_uri: str, run_id: str) -> MlflowTracker:
@@ -236,6 +276,69 @@ class MlflowTracker:
     def run_id(self) -> str:
         return self._run_id
 
+    @property
+    def tracking_uri(self) -> str:
+        return str(self._client.tracking_uri)
+
+    @property
+    def client(self) -> Any:
+        """The ``MlflowClient`` the run is logged through."""
+        return self._client
+
+    @property
+    def experiment_id(self) -> str:
+        return str(self._client.get_run(self._run_id).info.experiment_id)
+
+    def start_system_metrics(self, interval_s: float = SYSTEM_METRICS_INTERVAL_S) -> None:
+        """Sample the machine into this run until ``close`` (``SystemMetrics``)."""
+        if self._system is None:
+            self._system = SystemMetrics(self.tracking_uri, self._run_id, interval_s)
+
+    def tags(self) -> dict[str, str]:
+        """The run's tags as stored."""
+        return dict(self._client.get_run(self._run_id).data.tags)
+
+    def rename(self, name: str) -> None:
+        self._client.update_run(self._run_id, name=name)
+
+    def register_folder(self, folder: str | Path, model_name: str, artifact_path: str,
+                        tags: Mapping[str, str], description: str | None = None) -> str:
+        """Log ``folder`` as the run's artifact ``artifact_path`` and register it as a new
+        version of ``model_name`` (created if missing), tagged ``tags``; its version.
+
+        The version's source is the copy in the run's artifacts, not ``folder``: a later
+        training run that overwrites ``folder`` leaves the registered weights alone. Only
+        the artifacts and the registry are touched (no MLflow model flavour, no
+        ``mlflow.models`` import)."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+
+        self.log_artifacts(folder, artifact_path)
+        try:
+            self._client.create_registered_model(model_name, description=description)
+        except MlflowException as err:  # registered by an earlier run (or a stage beside this one)
+            if err.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+        source = f"{self._client.get_run(self._run_id).info.artifact_uri.rstrip('/')}/{artifact_path}"
+        version = self._client.create_model_version(model_name, source, run_id=self._run_id,
+                                                    tags={k: str(v) for k, v in tags.items()}, await_creation_for=0)
+        return str(version.version)
+
+    def find_model_version(self, model_name: str, tag: str, value: str) -> str | None:
+        """The newest version of ``model_name`` whose tag ``tag`` is ``value`` (None: none)."""
+        found = self._client.search_model_versions(f"name = '{model_name}' AND tags.`{tag}` = '{value}'")
+        return str(max(int(v.version) for v in found)) if found else None
+
+    def tag_model_versions(self, tags: Mapping[str, str]) -> list[str]:
+        """Set ``tags`` on every registered model version made from this run (the flow
+        adds the hashes DVC recorded once the stage is done); ``name/version`` of each."""
+        done = []
+        for version in self._client.search_model_versions(f"run_id = '{self._run_id}'"):
+            for key, value in tags.items():
+                self._client.set_model_version_tag(version.name, version.version, key, str(value))
+            done.append(f"{version.name}/{version.version}")
+        return done
+
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Log already-flattened dotted keys (``train.learning_rate``) as strings.
 
@@ -278,7 +381,11 @@ class MlflowTracker:
         self._client.log_artifacts(self._run_id, str(directory), artifact_path)
 
     def close(self, status: str = "FINISHED") -> None:
-        """End the run with ``status`` (FINISHED, FAILED, KILLED); a second call is a no-op."""
+        """End the run with ``status`` (FINISHED, FAILED, KILLED); a second call is a no-op.
+        The system metrics sampler, if any, stops first (also for a run attached to)."""
+        if self._system is not None:
+            self._system.stop()
+            self._system = None
         if self._closed:
             return
         self._closed = True
@@ -323,6 +430,29 @@ def training_runs_url(tracking_uri: str, experiment_name: str, host: str, port: 
     return f"{base}/experiments/{experiment.experiment_id}/runs{query}"
 
 
+def saved_view_links(tracking_uri: str, experiment_name: str, host: str, port: int) -> list[tuple[str, str, str]]:
+    """(name, runs-table URL, chart URL) of each saved view of ``experiment_name``
+    (``mage_core.tracking.views``: "Table 1: <environment> by method" first); empty for a
+    remote server (as ``training_runs_url``) or an experiment without views."""
+    if tracking_uri.split(":", 1)[0].lower() in ("http", "https", "databricks"):
+        return []
+    _quiet_mlflow_env()
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from mage_core.tracking.views import saved_views, view_url
+
+    try:
+        experiment = MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment_name)
+    except (MlflowException, OSError):
+        experiment = None
+    if experiment is None:
+        return []
+    base = f"http://{host}:{port}"
+    return [(name, view_url(base, experiment.experiment_id, vid), view_url(base, experiment.experiment_id, vid, True))
+            for vid, name in saved_views(experiment.tags)]
+
+
 def _git(project_dir: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(
@@ -337,8 +467,9 @@ def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None
     """The lineage tags every run carries (DESIGN.md): code, config, data, experiment.
 
     ``git.dirty`` follows ``git describe --dirty``: modified tracked files count,
-    untracked ones do not. ``dvc.out.<path>`` comes from dvc.lock, i.e. the hash of
-    the outputs DVC last recorded for ``dvc_stage``. Tags whose value is unknown
+    untracked ones do not. ``dvc.out.<path>`` and ``dvc.dep.<path>`` come from dvc.lock:
+    the hashes of the outputs and inputs (data, code) DVC last recorded for
+    ``dvc_stage``. Tags whose value is unknown
     (no digest, no stage) are left out rather than written as "None".
     """
     project_dir = Path(project_dir)
@@ -358,9 +489,11 @@ def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None
             import yaml
 
             stages = (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages") or {}
-            for out in (stages.get(dvc_stage) or {}).get("outs") or []:
-                if "path" in out and "md5" in out:
-                    tags[f"dvc.out.{out['path']}"] = str(out["md5"])
+            entry = stages.get(dvc_stage) or {}
+            for kind, items in (("out", entry.get("outs")), ("dep", entry.get("deps"))):
+                for item in items or []:
+                    if "path" in item and "md5" in item:
+                        tags[f"dvc.{kind}.{item['path']}"] = str(item["md5"])
     exp = os.environ.get("DVC_EXP_NAME")
     if exp:
         tags["dvc.experiment"] = exp

@@ -11,16 +11,60 @@ stage through the environment:
 ``MLFLOW_TRACKING_URI`` picks the store (default: ``mlflow.db`` in the project,
 sqlite). The store is checked before the stage does any work, so an
 unreachable server fails in seconds, not after hours of training.
+
+Every stage run is named and tagged by what it ran (``StageIdentity``): the tags
+``stage``, ``env``, ``method``, ``seed`` and ``mage.run`` (the run of
+``reproduce.runs`` or the sweep point), so the UI groups and filters runs by them
+("Group by" tag ``method``), and a name such as ``evaluate webshop gigpo seed0``.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 RUN_ID_ENV = "MAGE_MLFLOW_RUN_ID"
 PARENT_RUN_ID_ENV = "MAGE_MLFLOW_PARENT_RUN_ID"
+
+
+@dataclass(frozen=True)
+class StageIdentity:
+    """What a stage run ran: its stage (``train``, ``evaluate``, ``report``, ...) and, for a
+    run of one configuration, its environment, method (``algorithm.preset``), seed and
+    the name of its run in ``reproduce.runs`` (or sweep point), if any."""
+
+    stage: str
+    env: str | None = None
+    method: str | None = None
+    seed: int | None = None
+    run: str | None = None
+
+    @classmethod
+    def of(cls, stage: str, cfg: Any, run: str | None = None) -> StageIdentity:
+        """The identity of ``stage`` run on config ``cfg`` (``mage_core.config.Config``)."""
+        return cls(stage, cfg.env.name, cfg.algorithm.preset, cfg.seed, run)
+
+    @property
+    def dvc_stage(self) -> str:
+        """The DVC stage that runs it (``train@<run>`` in dvc.yaml), or the bare stage."""
+        return f"{self.stage}@{self.run}" if self.run else self.stage
+
+    def tags(self) -> dict[str, str]:
+        values = {"stage": self.stage, "env": self.env, "method": self.method,
+                  "seed": None if self.seed is None else str(self.seed), "mage.run": self.run}
+        return {k: v for k, v in values.items() if v is not None}
+
+    def name(self) -> str:
+        """``<stage> <env> <method> seed<seed>``, then ``[<run>]`` where the run's name says
+        more than that (``<env>-<method>`` or ``<env>-<method>-seed<seed>`` say nothing more;
+        a sweep point's name does)."""
+        parts = [self.stage, self.env, self.method, None if self.seed is None else f"seed{self.seed}"]
+        name = " ".join(p for p in parts if p)
+        if self.run and self.run not in (f"{self.env}-{self.method}", f"{self.env}-{self.method}-seed{self.seed}"):
+            name += f" [{self.run}]"
+        return name
 
 
 class StageTracker:
@@ -59,18 +103,26 @@ def check_tracking(project_dir: Path) -> None:
 
 
 def open_mlflow_run(stage: str, experiment: str, config_digest: str | None, project_dir: Path,
-                    run_name: str | None = None) -> Any:
-    """The stage's MLflow run: the flow's (``MAGE_MLFLOW_RUN_ID``), a child of
-    ``MAGE_MLFLOW_PARENT_RUN_ID``, or a run of its own. Stages call
+                    run_name: str | None = None, identity: StageIdentity | None = None,
+                    system_metrics: bool = False) -> Any:
+    """The stage's MLflow run: the flow's (``MAGE_MLFLOW_RUN_ID``, renamed after
+    ``identity``), a child of ``MAGE_MLFLOW_PARENT_RUN_ID``, or a run of its own; tagged
+    with the lineage (``run_tags``) and ``identity``'s tags, sampling the machine
+    (``system/*`` metrics) until it is closed with ``system_metrics``. Stages call
     ``check_tracking`` before their work, so the store is not probed again here."""
     from mage_core.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri, run_tags
 
+    identity = identity or StageIdentity(stage)
     uri = default_tracking_uri(project_dir)
-    tags = run_tags(project_dir, config_digest, stage)
+    tags = {**run_tags(project_dir, config_digest, identity.dvc_stage), **identity.tags()}
+    name = run_name or identity.name()
     existing = os.environ.get(RUN_ID_ENV)
     if existing:
         run = MlflowTracker.attach(uri, existing)
         run.set_tags(tags)
-        return run
-    return MlflowTracker.start(uri, experiment, run_name or stage, parent_run_id=os.environ.get(PARENT_RUN_ID_ENV),
-                               tags=tags)
+        run.rename(name)
+    else:
+        run = MlflowTracker.start(uri, experiment, name, parent_run_id=os.environ.get(PARENT_RUN_ID_ENV), tags=tags)
+    if system_metrics:
+        run.start_system_metrics()
+    return run

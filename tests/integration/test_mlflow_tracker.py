@@ -128,6 +128,24 @@ def test_exception_inside_context_manager_fails_the_run(store: tuple[str, Path, 
     assert client.get_run(ok.run_id).info.status == "FINISHED"
 
 
+def test_system_metrics_stop_at_once_and_still_sample_a_short_run(store: tuple[str, Path, Any]) -> None:
+    """A run shorter than the sampling interval gets its one final sample; closing the run
+    does not wait for the next sample, and no sampler thread is left behind."""
+    uri, _, client = store
+    tracker = MlflowTracker.start(uri, EXPERIMENT, "short-stage")
+    tracker.start_system_metrics(interval_s=30.0)
+    assert [t.name for t in threading.enumerate()].count("SystemMetricsMonitor") == 1
+    sum(i * i for i in range(200_000))  # some work
+    started = time.monotonic()
+    tracker.close()
+    assert time.monotonic() - started < 5.0
+    assert "SystemMetricsMonitor" not in [t.name for t in threading.enumerate()]
+    run = client.get_run(tracker.run_id)
+    assert run.info.status == "FINISHED"
+    assert 0 < run.data.metrics["system/system_memory_usage_megabytes"]
+    assert [m.step for m in client.get_metric_history(tracker.run_id, "system/cpu_utilization_percentage")] == [0]
+
+
 def test_check_tracking_uri(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -198,7 +216,7 @@ def test_run_tags_from_git_and_dvc_lock(tmp_path: Path, monkeypatch: pytest.Monk
         "    cmd: mage train --out artifacts/train\n"
         "    deps:\n"
         "    - path: params.yaml\n"
-        "      md5: 0000\n"
+        "      md5: '0000'\n"
         "    outs:\n"
         "    - path: artifacts/train\n"
         "      hash: md5\n"
@@ -219,6 +237,7 @@ def test_run_tags_from_git_and_dvc_lock(tmp_path: Path, monkeypatch: pytest.Monk
         "dvc.out.artifacts/train": "1111.dir",
         "dvc.out.reports/train.json": "2222",
     }
+    assert {k: v for k, v in tags.items() if k.startswith("dvc.dep.")} == {"dvc.dep.params.yaml": "0000"}
 
     not_git = tmp_path / "plain"
     not_git.mkdir()

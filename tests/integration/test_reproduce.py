@@ -62,14 +62,28 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     found = _child_runs(f"sqlite:///{workspace / 'mlflow.db'}")
     assert len(found["parents"]) == 1
     parent = found["parents"][0]
-    children = {r.info.run_name: r for r in found["runs"] if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    children = {r.data.tags["dvc.stage"]: r for r in found["runs"]
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(children) == set(SMOKE_STAGES)
     train_run = children["train@kuhn_poker-mage"]
     assert train_run.info.status == "FINISHED"
+    # Named and tagged by what they ran (the UI groups by these tags).
+    assert train_run.info.run_name == "train kuhn_poker mage seed0"
+    assert children["evaluate@tic_tac_toe-gigpo"].info.run_name == "evaluate tic_tac_toe gigpo seed0"
+    assert {k: children["evaluate@webshop-reflexion"].data.tags[k] for k in ("stage", "env", "method", "seed")} == {
+        "stage": "evaluate", "env": "webshop", "method": "reflexion", "seed": "0"}
+    assert children["data@webshop"].data.tags["stage"] == "data" and parent.data.tags["stage"] == "reproduce"
     assert train_run.data.params["env.name"] == "kuhn_poker" and train_run.data.params["train.iterations"] == "2"
     assert "train/rollout/all/chips_ep3" in train_run.data.metrics
     best = next(o for o in lock["train@kuhn_poker-mage"]["outs"] if o["path"].endswith("/best"))
     assert train_run.data.tags["dvc.out.artifacts/train/kuhn_poker-mage/best"] == best["md5"]
+    # The trained run's best/ is a registered version, with the hash DVC recorded for it; a baseline's is not.
+    client = found["client"]
+    version = client.get_model_version("mage-kuhn_poker-mage", "1")
+    assert version.run_id == train_run.info.run_id
+    assert version.tags["dvc.out.artifacts/train/kuhn_poker-mage/best"] == best["md5"]
+    assert version.tags["git.commit"] == train_run.data.tags["git.commit"]
+    assert client.search_model_versions("name = 'mage-kuhn_poker-a_mem'") == []
     assert "eval/in_domain/all/chips_ep3" in children["evaluate@kuhn_poker-mage"].data.metrics
     assert parent.data.metrics["flow/stages/executed"] == len(SMOKE_STAGES)
 

@@ -97,8 +97,10 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
         name = point.split("/")[1]
         assert run.data.params["algorithm.preset"] == name and run.info.status == "FINISHED"
         assert run.data.metrics["sweep/final"] == pytest.approx(float(table.set_index("point").at[name, "final"]))
-        stage_runs = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
-        assert stage_runs == {f"train@{name}", f"evaluate@{name}", "data@webshop", "data@alfworld"}
+        stage_runs = {r.data.tags["dvc.stage"]: r.info.run_name for r in runs
+                      if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
+        assert set(stage_runs) == {f"train@{name}", f"evaluate@{name}", "data@webshop", "data@alfworld"}
+        assert stage_runs[f"train@{name}"] == f"train kuhn_poker {name} seed0 [{name}]"
 
     # A second run, in threads this time, finds every stage done.
     again = sweep(str(project), ray=False, **GRID)

@@ -48,17 +48,19 @@ def test_train_and_evaluate_are_child_runs_of_a_flow(store: str, tmp_path: Path,
     children = client.search_runs([parent._client.get_run(parent.run_id).info.experiment_id],
                                   f"tags.mlflow.parentRunId = '{parent.run_id}'")
     by_name = {r.info.run_name: r for r in children}
-    assert set(by_name) == {"train kuhn_poker mage", "evaluate kuhn_poker in_domain"}
-    run = by_name["train kuhn_poker mage"]
+    assert set(by_name) == {"train kuhn_poker mage seed0", "evaluate kuhn_poker mage seed0"}
+    run = by_name["train kuhn_poker mage seed0"]
     assert run.info.status == "FINISHED"
     assert run.data.params["train.iterations"] == "3" and run.data.params["algorithm.preset"] == "mage"
     history = client.get_metric_history(run.info.run_id, "train/rollout/all/chips_ep3")
     assert [m.step for m in history] == [1, 2, 3]
     assert run.data.tags["dvc.stage"] == "train" and len(run.data.tags["git.commit"]) in (40, 7)
+    assert {k: run.data.tags[k] for k in ("stage", "env", "method", "seed")} == {
+        "stage": "train", "env": "kuhn_poker", "method": "mage", "seed": "0"}
     assert run.data.tags["mage.config_digest"] == run.data.params["config_digest"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "metrics.jsonl", "transcripts.txt"} <= artifacts
-    evaluation = by_name["evaluate kuhn_poker in_domain"]
+    evaluation = by_name["evaluate kuhn_poker mage seed0"]
     assert "eval/in_domain/all/chips_ep3" in evaluation.data.metrics
     assert {"trials.parquet", "metrics.json", "transcripts.txt"} <= {
         a.path for a in client.list_artifacts(evaluation.info.run_id)}

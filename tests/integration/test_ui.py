@@ -67,6 +67,9 @@ def test_ui_serves_the_projects_runs_and_links_their_training_runs(tmp_path: Pat
     run.close()
     # MLflow 3's experiment-kind tag: an experiment of training runs, not of GenAI traces.
     assert MlflowClient(store).get_experiment("1").tags["mlflow.experimentKind"] == "custom_model_development"
+    from mage_core.tracking.views import ensure_table1_views
+
+    ensure_table1_views(MlflowClient(store), "1", ["webshop"], {"webshop": "WebShop"})  # as `mage evaluate` does
     port = _free_port()
     ui = _start_ui(tmp_path, port, tmp_path / "ui.log")
     try:
@@ -74,7 +77,17 @@ def test_ui_serves_the_projects_runs_and_links_their_training_runs(tmp_path: Pat
         assert [r["info"]["run_id"] for r in found["runs"]] == [run.run_id]
         # The link opens the runs of experiment 1 in the UI's "Machine learning" mode.
         link = f"http://127.0.0.1:{port}/#/experiments/1/runs?workflowType=machine_learning"
-        assert link in (tmp_path / "ui.log").read_text()
+        log = (tmp_path / "ui.log").read_text()
+        assert link in log
+        # ... and the saved views, as the UI reads them: experiment tags it serves.
+        assert (f"Table 1: WebShop by method: http://127.0.0.1:{port}/#/experiments/1/runs?"
+                "viewStateShareKey=mage-table1-webshop&workflowType=machine_learning") in log
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/get?experiment_id=1"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            tags = {t["key"]: t["value"] for t in json.loads(response.read())["experiment"]["tags"]}
+        view = json.loads(tags["mlflow.sharedViewState.mage-table1-webshop"])
+        assert view["name"] == "Table 1: WebShop by method" and isinstance(view["createdAt"], int)
+        assert "tags.env = 'webshop'" in json.loads(view["state"])["searchFilter"]
     finally:
         os.killpg(ui.pid, 15)
         ui.wait(timeout=30)

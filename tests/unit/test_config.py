@@ -53,6 +53,11 @@ BROKEN: list[tuple[str, list[str]]] = [
          "tournament.matches[0].num_games: Input should be greater than 0"],
     ),
     ("- just\n- a list", ["<root>: expected a mapping of keys, got list"]),
+    (
+        "tracking: {system_metrics: maybe, register_models: 2}",
+        ["tracking.system_metrics: Input should be a valid boolean",
+         "tracking.register_models: Input should be a valid boolean"],
+    ),
 ]
 
 
