@@ -9,10 +9,12 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
   its data contract before it is written;
 - ``metrics.json``: per suite, per (opponent, seat) and population-weighted:
   mean reward (Kuhn: chips) and success/draw rate per episode index, Pass@k,
-  each with a 95% interval; for Kuhn the exact best-response value and the
-  exploitation ratio (final-episode chips over it), the suite's exact final-hand
-  ceilings (``all/ceiling_*``: best fixed strategy, play fixed then respond,
-  Bayes-optimal, opponent known; ``mage_core.evaluation.kuhn_ceilings``), the
+  each with a 95% interval; for Kuhn the exact best-response value, the
+  final hand's ceiling with the opponent known and the exploitation ratio
+  (final-episode chips over that ceiling, where it is not near 0), the suite's
+  exact final-hand ceilings under its protocol (``all/ceiling_*``: best fixed
+  strategy, play fixed then respond, Bayes-optimal, opponent known; with early
+  stop only the last two; ``mage_core.evaluation.kuhn_ceilings``), the
   policy's first-hand opening bet probability per card where it acts first
   (``all/opening_bet_{J,Q,K}_ep1``: does it probe?), and, for suites of
   deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
@@ -66,29 +68,39 @@ def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
     return moves * worst_move, best_total + moves * max(s.step_penalty, 0.0)
 
 
-def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str
-                      ) -> dict[str, float]:
-    """Exact best-response value per (opponent, seat), the exploitation ratio, and
-    the suite's exact ceilings (``all/ceiling_*``: ``evaluation.kuhn_ceilings``) for
-    ``k`` hands with ``restart`` deals; beyond ``MAX_EXACT_HANDS`` hands the
-    ceilings are left out (and the console says so)."""
+def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str,
+                      early_stop: bool) -> dict[str, float]:
+    """Exact figures a Kuhn suite's chips are read against, for ``k`` hands with
+    ``restart`` deals, with or without early stop (``evaluation.kuhn_ceilings``):
+
+    - ``all/ceiling_*``: the suite's ceilings (beyond ``MAX_EXACT_HANDS`` hands left
+      out, and the console says so);
+    - per (opponent, seat): ``best_response_value`` (one hand) and ``ceiling_known``
+      (the final hand with the opponent known, under the suite's protocol: the best
+      response without early stop);
+    - ``exploitation_ratio`` per group and for ``all``: final-hand chips over
+      ``ceiling_known``, only where that ceiling is meaningful (``stats.ratio_to_ceiling``)."""
     from mage_core.envs.kuhn_poker import analysis
     from mage_core.evaluation.kuhn_ceilings import MAX_EXACT_HANDS, behaviour, ceiling_metrics, suite_ceilings
+    from mage_core.evaluation.stats import ratio_to_ceiling
 
     settings = cfg.opponents.settings()
     out: dict[str, float] = {}
     if k <= MAX_EXACT_HANDS:
-        out.update(ceiling_metrics(suite_ceilings(suite.entries, settings, k, restart)))
+        out.update(ceiling_metrics(suite_ceilings(suite.entries, settings, k, restart, early_stop)))
     else:
         console.print(f"{suite.name}: no exact ceilings for {k} hands (computed up to {MAX_EXACT_HANDS}; "
                       f"`mage kuhn analyze --meta-hands {k}` computes them without a limit)")
-    for opponent, seat in sorted(suite.weights() or {}):
-        group = f"{opponent}/{SEAT_NAMES[seat]}"
-        value = float(analysis.best_response([(1, behaviour(opponent, settings))], seat)[0])
-        out[f"{group}/best_response_value"] = value
-        final = metrics.get(f"{group}/chips_ep{k}")
-        if final is not None and value > 0:
-            out[f"{group}/exploitation_ratio"] = final / value
+    groups = [(f"{opponent}/{SEAT_NAMES[seat]}", opponent, seat) for opponent, seat in sorted(suite.weights() or {})]
+    for group, opponent, seat in groups:
+        strategy = [(1, behaviour(opponent, settings))]
+        out[f"{group}/best_response_value"] = float(analysis.best_response(strategy, seat)[0])
+        out[f"{group}/ceiling_known"] = float(analysis.known_meta_value(strategy, k, restart, seat,  # type: ignore[arg-type]
+                                                                          early_stop))
+    for group in ["all"] + [g for g, _, _ in groups]:
+        ratio = ratio_to_ceiling(metrics.get(f"{group}/chips_ep{k}"), out.get(f"{group}/ceiling_known"))
+        if ratio is not None:
+            out[f"{group}/exploitation_ratio"] = ratio
     return out
 
 
@@ -139,7 +151,8 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             rows += suite_rows
             summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
             if game == "kuhn_poker":
-                summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart))
+                summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart,
+                                                 trainer.eval_settings.early_stop))
                 # The greedy policy's exact value where the suite's opponents are deterministic.
                 exact = trainer.evaluate_exact(list(suite.entries))
                 summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
@@ -158,6 +171,9 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     write_bytes_atomic(out_dir / "trials.parquet", frame.to_parquet(index=False))
     write_json_atomic(out_dir / "metrics.json", {"game": game, "episodes_per_meta_episode": k,
                                                 "policy": str(policy_dir), "metrics": metrics,
+                                                # how the meta-episodes were played (what the Kuhn ceilings assume)
+                                                "protocol": {"restart": trainer.eval_settings.restart,
+                                                             "early_stop": trainer.eval_settings.early_stop},
                                                 # the report set: never the set that picked the policy
                                                 "report_set": {"seed": cfg.evaluation.seed,
                                                                "meta_episodes_per_opponent_seat": n}})

@@ -67,7 +67,7 @@ def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path)
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor, "
-                       "opponent_population, exploration)"),
+                       "opponent_population, exploration, episode_norm)"),
     ({}, "name a grid of sweep.grids"),
     ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
     ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
@@ -96,6 +96,18 @@ def test_the_opponent_population_grid_trains_on_archetypes_or_a_family_and_tests
         assert held_out == [f"generated_held_out-{i}" for i in range(32)]
         tables = cfg.opponents.settings().kuhn_strategies
         assert not {tuple(tables[n].values()) for n in held_out} & {tuple(tables[n].values()) for n in trained_on[1]}
+
+
+def test_the_episode_norm_grid_trains_both_normalizations_from_three_seeds() -> None:
+    from mage_core.config import parse_config, run_data
+
+    sweep = plan(PARAMS, "episode_norm")
+    configs = [parse_config(run_data(p.params, p.name, p.name)) for p in sweep.points]
+    assert [(cfg.algorithm.episode_norm, cfg.seed) for cfg in configs] == [
+        (norm, seed) for norm in ("mean_norm", "mean_std_norm") for seed in (1, 2, 3)]
+    # Everything else as the main job's Kuhn MAGE run trains it.
+    assert {(cfg.env.name, cfg.algorithm.preset, cfg.train.iterations, cfg.train.select_on) for cfg in configs} == {
+        ("kuhn_poker", "mage", 500, "exact_greedy")}
 
 
 def test_over_seeds_groups_the_points_of_one_setting() -> None:
