@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
+
+from mage_core.tracking.lineage import git_state
 
 # MLflow's own limits (mlflow.utils.validation), copied so chunking needs no import.
 MAX_PARAM_VALUE_CHARS = 6000
@@ -415,52 +416,39 @@ def training_runs_url(tracking_uri: str, experiment_name: str, host: str, port: 
     waiting on its retries); without it, the list of experiments in that mode."""
     base = f"http://{host}:{port}/#"
     query = "?workflowType=machine_learning"
-    if tracking_uri.split(":", 1)[0].lower() in ("http", "https", "databricks"):
+    experiment = _local_experiment(tracking_uri, experiment_name)
+    if experiment is None:
         return f"{base}/experiments{query}"
+    return f"{base}/experiments/{experiment.experiment_id}/runs{query}"
+
+
+def _local_experiment(tracking_uri: str, experiment_name: str) -> Any:
+    """The experiment from a database store, None if absent or unreadable; a remote
+    server is never asked (it could keep ``mage ui`` waiting on its retries)."""
+    if tracking_uri.split(":", 1)[0].lower() in ("http", "https", "databricks"):
+        return None
     _quiet_mlflow_env()
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     try:
-        experiment = MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment_name)
+        return MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment_name)
     except (MlflowException, OSError):
-        experiment = None
-    if experiment is None:
-        return f"{base}/experiments{query}"
-    return f"{base}/experiments/{experiment.experiment_id}/runs{query}"
+        return None
 
 
 def saved_view_links(tracking_uri: str, experiment_name: str, host: str, port: int) -> list[tuple[str, str, str]]:
     """(name, runs-table URL, chart URL) of each saved view of ``experiment_name``
     (``mage_core.tracking.views``: "Table 1: <environment> by method" first); empty for a
     remote server (as ``training_runs_url``) or an experiment without views."""
-    if tracking_uri.split(":", 1)[0].lower() in ("http", "https", "databricks"):
-        return []
-    _quiet_mlflow_env()
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
     from mage_core.tracking.views import saved_views, view_url
 
-    try:
-        experiment = MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment_name)
-    except (MlflowException, OSError):
-        experiment = None
+    experiment = _local_experiment(tracking_uri, experiment_name)
     if experiment is None:
         return []
     base = f"http://{host}:{port}"
     return [(name, view_url(base, experiment.experiment_id, vid), view_url(base, experiment.experiment_id, vid, True))
             for vid, name in saved_views(experiment.tags)]
-
-
-def _git(project_dir: Path, *args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=project_dir, capture_output=True, text=True, timeout=30, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None) -> dict[str, str]:
@@ -473,13 +461,9 @@ def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None
     (no digest, no stage) are left out rather than written as "None".
     """
     project_dir = Path(project_dir)
-    head = _git(project_dir, "rev-parse", "HEAD")
-    tags = {"git.commit": head.strip() if head else "unknown"}
-    if head:
-        status = _git(project_dir, "status", "--porcelain", "--untracked-files=no")
-        tags["git.dirty"] = "unknown" if status is None else str(bool(status.strip())).lower()
-    else:
-        tags["git.dirty"] = "unknown"
+    git = git_state(project_dir)
+    tags = {"git.commit": git.commit or "unknown",
+            "git.dirty": "unknown" if git.dirty is None else str(git.dirty).lower()}
     if config_digest is not None:
         tags["mage.config_digest"] = config_digest
     if dvc_stage is not None:
