@@ -28,13 +28,15 @@ run: setup
 smoke: setup
 	$(VENV)/bin/mage reproduce --profile smoke
 
-## test: the fast test suite (what CI runs)
+## test: the fast test suite (what CI runs), on TEST_WORKERS pytest-xdist workers (docs/testing.md)
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
-## test-slow: the opt-in slow tests (a few minutes of Kuhn learning, statistical opponent checks)
+## test-slow: the opt-in slow tests (a few minutes of Kuhn learning, statistical opponent checks, the
+## multi-minute kill-and-resume checks: docs/testing.md), on the same workers
 test-slow: setup
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -m slow -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 ## bench: the benchmarks that print figures
 bench: setup

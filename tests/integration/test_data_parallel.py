@@ -107,6 +107,7 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
     assert summary["iterations"] == 3
 
 
+@pytest.mark.slow  # 1-1.5 min (docs/testing.md); the fast tier keeps the ranks above and the stage's resume
 def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_parameters(tmp_path: Path) -> None:
     import psutil
 

@@ -156,6 +156,7 @@ def test_mage_train_on_two_workers_writes_the_same_metrics(ray_local: None, tmp_
     assert metrics[2] == metrics[0] and metrics[0]["eval/in_domain/all/num_meta_episodes"] == 12  # 6 pairs x 2
 
 
+@pytest.mark.slow  # 61 s, 60 of them RayRolloutPool.close() waiting for actors that never started (docs/testing.md)
 def test_workers_that_cannot_get_cpus_fail_with_the_reason(ray_local: None) -> None:
     from mage_core.backends.ray_rollout import RayRolloutPool
 

@@ -46,17 +46,25 @@ def assert_same(a: dict, b: dict) -> None:
         assert (a[key] == b[key]).all(), key
 
 
-def test_resume_in_process_is_bit_identical(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """(summary, output folder) of one uninterrupted run of PARAMS: the reference that the
+    interrupted-and-resumed runs of this module end at (trained once, not once a test)."""
+    out = tmp_path_factory.mktemp("straight") / "straight"
+    return train(parse_config(PARAMS), out), out
+
+
+def test_resume_in_process_is_bit_identical(tmp_path: Path, straight: tuple[dict, Path]) -> None:
     cfg = parse_config(PARAMS)
-    straight = train(cfg, tmp_path / "straight")
+    straight_summary, straight_out = straight
     first = train(cfg, tmp_path / "split", stop_after=2)
     assert first["interrupted"] and first["iteration"] == 2
     resumed = train(cfg, tmp_path / "split", resume=True)
-    assert resumed["iterations"] == straight["iterations"] == 4
-    assert_same(final_weights(tmp_path / "straight"), final_weights(tmp_path / "split"))
-    assert resumed["final_eval"] == straight["final_eval"]
+    assert resumed["iterations"] == straight_summary["iterations"] == 4
+    assert_same(final_weights(straight_out), final_weights(tmp_path / "split"))
+    assert resumed["final_eval"] == straight_summary["final_eval"]
     # The resumed log reads like the uninterrupted one.
-    log_a = (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()
+    log_a = (straight_out / "metrics.jsonl").read_text().splitlines()
     log_b = (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()
     assert len(log_a) == len(log_b)
 
@@ -141,28 +149,30 @@ def test_time_budget_stop_on_a_checkpoint_iteration_saves_once(tmp_path: Path) -
     assert latest is not None and latest.name == "step-000001"
 
 
-def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_path: Path) -> None:
+def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_path: Path,
+                                                                        straight: tuple[dict, Path]) -> None:
     cfg = parse_config(PARAMS)
     out = tmp_path / "run"
     train(cfg, out, stop_after=2)
     resumed = train(cfg, out, resume="auto")  # same configuration: continues at iteration 2
-    straight = train(cfg, tmp_path / "straight")
+    straight_summary, straight_out = straight
     assert resumed["iterations"] == 4
-    assert_same(final_weights(out), final_weights(tmp_path / "straight"))
-    assert resumed["final_eval"] == straight["final_eval"]
+    assert_same(final_weights(out), final_weights(straight_out))
+    assert resumed["final_eval"] == straight_summary["final_eval"]
     # params changed (as after `dvc exp run -S ...`): the old checkpoints are not continued
     changed = parse_config({**PARAMS, "train": {**PARAMS["train"], "learning_rate": 1e-4}})
     with pytest.raises(CheckpointError, match="metadata does not match"):
         train(changed, out, resume=True)
     fresh = train(changed, out, resume="auto")
-    assert fresh["iterations"] == 4 and fresh["config_digest"] != straight["config_digest"]
+    assert fresh["iterations"] == 4 and fresh["config_digest"] != straight_summary["config_digest"]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["params"]["train.learning_rate"] == 1e-4  # a new log, not an appended one
     assert [m["step"] for m in metrics[1:] if "final/eval/all/chips_ep3" not in m] == [1, 2, 3, 4]
 
 
 def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        straight: tuple[dict, Path]) -> None:
     import mage_core.stages.train as train_stage
 
     cfg = parse_config(PARAMS)
@@ -177,9 +187,9 @@ def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
     # The same code and configuration, but the run is finished (DVC wants its outputs again).
     finished = train(cfg, out, resume="auto")
     assert "the run it holds is finished (4 iterations); starting afresh" in capsys.readouterr().out
-    straight = train(cfg, tmp_path / "straight")
-    assert_same(final_weights(out), final_weights(tmp_path / "straight"))
-    assert finished["final_eval"] == again["final_eval"] == straight["final_eval"]
+    straight_summary, straight_out = straight
+    assert_same(final_weights(out), final_weights(straight_out))
+    assert finished["final_eval"] == again["final_eval"] == straight_summary["final_eval"]
 
 
 def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_path: Path) -> None:
