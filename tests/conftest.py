@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif _shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(_module_name(item)))
     result = yield  # xdist's own hook (a worker's) runs in here
-    if getattr(config.option, "loadgroup", False):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # (harmless under the other --dist modes)
         _name_the_groups(items)
     return result
 
@@ -139,8 +139,9 @@ def _name_the_groups(items: list[pytest.Item]) -> None:
     """What xdist's worker does for ``--dist loadgroup``, where it has no effect: it appends
     ``@<group>`` to a grouped test's node id (the controller schedules by that suffix), but
     writes ``item._nodeid``, which pytest 9.2 no longer reads (a node id is ``item._id``,
-    a structured NodeId, since then). Without the suffix every group would be dealt out
-    test by test, silently."""
+    a structured NodeId, since then); and a worker of a bare ``-n N``, which the controller
+    switched to loadgroup after the worker's options were parsed, does not do it at all.
+    Without the suffix every group would be dealt out test by test, silently."""
     for item in items:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                         for m in item.iter_markers("xdist_group")})
@@ -148,10 +149,13 @@ def _name_the_groups(items: list[pytest.Item]) -> None:
             continue
         suffix = "@" + "_".join(names)
         if item.nodeid.endswith(suffix):
-            continue  # xdist's own suffix took (an earlier pytest)
-        if not hasattr(item, "_id"):
+            continue  # xdist's own suffix took (a pytest before 9.2, with --dist loadgroup)
+        if hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId
+
+            item._id = NodeId.parse(item.nodeid + suffix)
+        elif hasattr(item, "_nodeid"):  # a pytest before 9.2 (a bare `-n N`: see pytest_configure)
+            item._nodeid = item.nodeid + suffix
+        else:
             raise pytest.UsageError(f"cannot name the xdist group of {item.nodeid}: run with -n 0 or "
                                     "check the pytest and pytest-xdist versions (docs/testing.md)")
-        from _pytest.nodeid import NodeId
-
-        item._id = NodeId.parse(item.nodeid + suffix)
