@@ -4,7 +4,9 @@ A report is only as trustworthy as the claim that the committed code produced it
 Three facts answer that claim (CONTRIBUTING.md, "Lineage"):
 
 - ``git_state``: the commit of the checkout and whether tracked files differ from it
-  (``git describe --dirty``'s rule: untracked files do not count);
+  (``git describe --dirty``'s rule: untracked files do not count), leaving out what the
+  pipeline itself rewrites while it runs (``PIPELINE_WRITES``: dvc.lock, reports/), so a
+  reproduction in a clean checkout is not "dirty" by the time its report is written;
 - ``lock_digest``: a SHA-256 over dvc.lock's entries for every stage but the ones
   named (the report's own entry is written after the report, so the report states the
   digest of the entries it was made from: the data, training and evaluation stages);
@@ -31,6 +33,9 @@ from typing import Any, Sequence
 
 #: dvc.lock entries the report's digest leaves out: the report's own (written after it).
 REPORT_STAGES = ("report",)
+#: Tracked files the pipeline rewrites as it runs (DVC's lock, the reports): a change to
+#: them is the run's output, not a change of the code that made it.
+PIPELINE_WRITES = ("dvc.lock", "reports")
 
 
 @dataclass(frozen=True)
@@ -57,12 +62,14 @@ def _git(project_dir: Path, *args: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def git_state(project_dir: Path) -> GitState:
-    """The commit of ``project_dir``'s checkout and whether tracked files differ from it."""
+def git_state(project_dir: Path, ignore: Sequence[str] = PIPELINE_WRITES) -> GitState:
+    """The commit of ``project_dir``'s checkout and whether tracked files other than
+    ``ignore`` (paths relative to it) differ from it."""
     head = _git(Path(project_dir), "rev-parse", "HEAD")
     if not head:
         return GitState(None, None)
-    status = _git(Path(project_dir), "status", "--porcelain", "--untracked-files=no")
+    status = _git(Path(project_dir), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                  *(f":(exclude){path}" for path in ignore))
     return GitState(head.strip(), None if status is None else bool(status.strip()))
 
 

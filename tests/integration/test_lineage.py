@@ -102,6 +102,18 @@ def test_a_report_made_from_other_lock_entries_is_named(repo: Path) -> None:
     assert "states no lineage" in " ".join(lineage(repo).stdout.split())
 
 
+def test_the_pipelines_own_writes_do_not_make_a_checkout_dirty(repo: Path) -> None:
+    """A reproduction rewrites dvc.lock and reports/ before the report states its commit:
+    that is its output, not a change of the code; any other tracked file is."""
+    assert git_state(repo).dirty is False
+    (repo / "dvc.lock").write_text((repo / "dvc.lock").read_text() + "# rewritten by dvc\n")
+    (repo / "reports" / "report.md").write_text("# another report\n")
+    assert git_state(repo).dirty is False
+    assert git_state(repo, ignore=()).dirty is True
+    (repo / "params.yaml").write_text("a: 1\nb: 3\n")
+    assert git_state(repo).dirty is True
+
+
 def test_the_lock_digest_ignores_the_reports_own_entry_and_layout(tmp_path: Path) -> None:
     lock = tmp_path / "dvc.lock"
     lock.write_text("schema: '2.0'\nstages:\n  make:\n    cmd: x\n    outs:\n    - path: out\n      md5: ab\n")
