@@ -5,7 +5,8 @@
 hand-coded expert wins it; it writes into a temporary folder and moves it into
 place at the end, so an interrupted run leaves nothing partial. ``check`` replays
 every game's stored walkthrough in TextWorld's PDDL engine with ALFWorld's
-wrappers (no expert) and fails (exit 1) if one does not win.
+wrappers (no expert) and fails (exit 1) if one does not win, and refuses (exit 2,
+never loading it) a file that is no game or whose grammar holds code (grammar.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
@@ -72,19 +74,25 @@ def check(folder: str) -> int:
     if not files:
         console.print(f"[red]error:[/red] {folder}: no game.tw-pddl under it")
         return 2
+    from mage_core.envs.alfworld.env import AlfWorldDataError
+
     env = G.make_play_env()
     won: collections.Counter = collections.Counter()
     total: collections.Counter = collections.Counter()
-    failures = []
+    failures, refused = [], []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("replaying walkthroughs", total=len(files))
         for gamefile in files:
             split = Path(gamefile).relative_to(root).parts[0]
             kind = Path(gamefile).parent.parent.name.split("-")[0]
-            ok, _, problem = G.replay(env, gamefile)
+            try:
+                ok, _, problem = G.replay(env, gamefile)
+            except AlfWorldDataError as err:  # not a game, or its grammar holds code: never loaded
+                ok, problem = False, None
+                refused.append(str(err))
             total[(split, kind)] += 1
             won[(split, kind)] += ok
-            if not ok:
+            if not ok and problem is not None:
                 failures.append((gamefile, problem))
             progress.advance(task)
     table = Table(title=f"ALFWorld games in {folder}: {len(files)}")
@@ -95,7 +103,9 @@ def check(folder: str) -> int:
     console.print(table)
     for gamefile, problem in failures[:10]:
         console.print(f"[red]not solvable[/red] {gamefile}: {problem}", soft_wrap=True)
-    return 1 if failures else 0
+    for message in refused:
+        console.print(f"[red]refused[/red] {escape(message)}", soft_wrap=True, highlight=False)
+    return 2 if refused else 1 if failures else 0
 
 
 def generate_from_params(cfg, out: str) -> int:

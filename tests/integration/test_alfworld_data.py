@@ -77,3 +77,67 @@ def test_the_problem_is_a_function_of_the_seed_and_ood_uses_other_floor_plans() 
 
     assert problem(1) == problem(1) and problem(1) != problem(2)
     assert not set(G.split_floor_plans("train")) & set(G.split_floor_plans("eval_out_of_distribution"))
+
+
+PAYLOAD = "{__import__('os').system('touch PWNED') or ''}"
+
+
+def _copy_game(games: Path, dest_root: Path) -> Path:
+    import shutil
+
+    source = Path(G.game_files(str(games))[0])
+    dest = dest_root / source.parent.relative_to(games)
+    shutil.copytree(source.parent, dest)
+    return dest / "game.tw-pddl"
+
+
+def test_a_grammar_that_runs_code_is_refused_before_textworld_sees_it(games: Path, tmp_path: Path, capsys,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: TextWorld evals a grammar's {...}; such a game is refused, exit 2, and nothing runs."""
+    from mage_core.envs.alfworld.env import AlfWorldDataError, AlfWorldEnv, AlfWorldSettings, split_games
+
+    monkeypatch.chdir(tmp_path)
+    gamefile = _copy_game(games, tmp_path / "hostile" / "train")
+    data = json.loads(gamefile.read_text())
+    assert "{r.name}" in data["grammar"]
+    data["grammar"] = data["grammar"].replace("{r.name}", PAYLOAD, 1)
+    gamefile.write_text(json.dumps(data))
+
+    assert main(["alfworld", "check", str(tmp_path / "hostile")]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "refused" in out and gamefile.name in out and "__import__" in out and "A game folder is code" in out
+    with pytest.raises(AlfWorldDataError, match="holds an expression TextWorld would run as Python code"):
+        split_games(str(tmp_path / "hostile"), "train")
+    import numpy as np
+
+    env = AlfWorldEnv(AlfWorldSettings(data_path=str(tmp_path / "none")), np.random.default_rng(0),
+                      games=[str(gamefile)])
+    with pytest.raises(AlfWorldDataError, match="Call"):
+        env.set_game(str(gamefile))
+    assert not (tmp_path / "PWNED").exists()
+
+    # defence in depth: the engines this project builds never eval a grammar expression, even
+    # one that reaches them past the check
+    from textworld.envs.pddl import textgen
+
+    from mage_core.envs.alfworld.grammar import UnsafeExpression
+
+    G.make_play_env()
+    with pytest.raises(UnsafeExpression, match="Call"):
+        textgen.EvalSymbol(PAYLOAD[1:-1]).derive({"variables": {"r": None}})
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("case", ["list", "no_grammar", "broken_grammar", "not_json"])
+def test_a_file_that_is_no_game_is_refused_with_one_line(games: Path, tmp_path: Path, capsys, case: str) -> None:
+    gamefile = _copy_game(games, tmp_path / "bad" / "train")
+    data = json.loads(gamefile.read_text())
+    text = {"list": json.dumps([data]), "no_grammar": json.dumps({k: v for k, v in data.items() if k != "grammar"}),
+            "broken_grammar": json.dumps({**data, "grammar": data["grammar"].replace("{", "", 1)[:200]}),
+            "not_json": "{ not json"}[case]
+    gamefile.write_text(text)
+    assert main(["alfworld", "check", str(tmp_path / "bad")]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    expected = {"list": "a JSON list, not a game", "no_grammar": "no grammar text in it",
+                "broken_grammar": "its grammar does not parse", "not_json": "unreadable game file"}[case]
+    assert "refused" in out and expected in out and "Traceback" not in out

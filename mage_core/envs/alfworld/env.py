@@ -74,15 +74,11 @@ def split_games(data_path: str, split: str) -> tuple[str, ...]:
     files = tuple(game_files(str(folder)))
     if not files:
         raise AlfWorldDataError(f"{folder}: no game.tw-pddl under it")
-    import json
+    from mage_core.envs.alfworld.grammar import check_game_file
 
-    for f in files:
-        try:
-            with open(f) as handle:
-                if not json.load(handle).get("solvable"):
-                    raise AlfWorldDataError(f"{f}: not marked solvable (check it: mage alfworld check {data_path})")
-        except (OSError, json.JSONDecodeError) as err:
-            raise AlfWorldDataError(f"{f}: unreadable game file ({err})") from None
+    for f in files:  # a game file holds code: each is checked before TextWorld sees it (grammar.py)
+        if not check_game_file(f).get("solvable"):
+            raise AlfWorldDataError(f"{f}: not marked solvable (check it: mage alfworld check {data_path})")
     return files
 
 
@@ -108,6 +104,7 @@ class AlfWorldEnv:
         self._rng = check_generator(rng, "AlfWorldEnv")
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
         self._engine = make_play_env()
+        self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
         self.game: str | None = None
         self._state: dict = {}
         self.task = ""
@@ -132,7 +129,13 @@ class AlfWorldEnv:
         self.set_game(self.games[int(self._rng.integers(len(self.games)))])
 
     def set_game(self, gamefile: str) -> None:
-        """Start an episode on a given game file."""
+        """Start an episode on a given game file (checked once before its first load:
+        ``grammar.check_game_file``)."""
+        if gamefile not in self._checked:
+            from mage_core.envs.alfworld.grammar import check_game_file
+
+            check_game_file(gamefile)
+            self._checked.add(gamefile)
         self._live_engine().load(gamefile)
         self.game = gamefile
         self.restart()

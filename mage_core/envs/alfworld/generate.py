@@ -426,6 +426,9 @@ def make_expert_env():
     from textworld.envs import PddlEnv
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
 
+    from mage_core.envs.alfworld import grammar
+
+    grammar.install()  # no eval of a game's grammar expressions
     request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     env = PddlEnv(request_infos)
     env = AlfredDemangler(env, shuffle=False)
@@ -568,21 +571,21 @@ def make_play_env():
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     from textworld.envs import PddlEnv
 
-    from mage_core.envs.alfworld import cache
+    from mage_core.envs.alfworld import cache, grammar
 
     cache.install()
+    grammar.install()  # no eval of a game's grammar expressions
     return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True,
                                                                   extras=["gamefile"])), shuffle=False))
 
 
 def replay(env, gamefile: str) -> tuple:
     """Play a game's stored walkthrough in the real engine: (won, steps, problem or None).
-    A command the game does not admit is a failure."""
-    try:
-        with open(gamefile) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        return False, 0, f"unreadable game file ({err})"
+    A command the game does not admit is a failure. A file that is no game, or whose
+    grammar holds code, raises ``AlfWorldDataError`` before the engine loads it."""
+    from mage_core.envs.alfworld.grammar import check_game_file
+
+    data = check_game_file(gamefile)
     walkthrough = data.get("walkthrough")
     if not data.get("solvable") or not walkthrough:
         return False, 0, "marked unsolvable or without a walkthrough"
