@@ -223,8 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_params(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default: train.output_dir)")
     p.add_argument("--resume", nargs="?", const="yes", choices=["yes", "auto"],
-                   help="continue from the latest checkpoint in --out (its configuration must match); "
-                        "--resume auto: continue when it matches, start afresh when params changed (pipelines)")
+                   help="continue from the latest checkpoint in --out (its configuration must match: a mismatch "
+                        "stops naming the differing keys); --resume auto (pipelines): continue an unfinished run "
+                        "of the same params and code, else move the old run to --out's superseded/ and start "
+                        "afresh (nothing is deleted)")
     p.add_argument("--iterations", type=int, metavar="N", help="override train.iterations")
     _add_run(p)
     p.add_argument("--time-budget", type=float, metavar="MIN",

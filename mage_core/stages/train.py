@@ -9,7 +9,9 @@ Outputs under ``--out`` (default ``train.output_dir``):
   written atomically (``mage_core.trainers.checkpoint``);
 - ``best/``: the policy with the best evaluation score so far;
 - ``metrics.jsonl``: one line per iteration (and per evaluation);
-- ``summary.json``: the final evaluation and where everything is.
+- ``summary.json``: the final evaluation and where everything is;
+- ``superseded/<UTC time>/``: the outputs of an earlier run that ``--resume auto``
+  did not continue (other params or code, or finished), moved aside, never deleted.
 
 With ``tracking.mlflow`` the run is an MLflow run named and tagged by its stage,
 environment, method and seed (``mage_core.tracking.runs.StageIdentity``), sampling
@@ -30,7 +32,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -61,21 +62,71 @@ from mage_core.trainers.meta_rl import MetaRLTrainer, TokenCodec, TrainState, he
 console = Console()
 
 
-def config_digest(cfg: Config) -> str:
-    """What must match for a checkpoint to be resumed: everything but the
-    run-length and bookkeeping knobs, where rollouts run (in-process or on Ray
-    workers: the same meta-episodes either way) and the number of ranks."""
-    data = cfg.model_dump(mode="json")
-    for key in ("iterations", "time_budget_minutes", "checkpoint_every", "keep_checkpoints", "eval_every",
-                "output_dir"):
-        data["train"].pop(key, None)
-    for key in ("workers", "ray_address"):
-        data["rollout"].pop(key, None)
+#: Settings a checkpoint may be resumed under whatever their values: left out of the
+#: config digest (and of the configuration a checkpoint stores), so changing one neither
+#: stops ``--resume`` nor makes ``--resume auto`` start afresh. Dotted keys or whole sections.
+RESUME_INDEPENDENT_KEYS: dict[str, str] = {
+    # Cannot change any output (metrics.jsonl, best/, summary.json, the checkpoints' contents):
+    "tracking": "MLflow on/off, experiment, system metrics, model registration: where the run is also "
+                "recorded, never what it computes",
+    "train.output_dir": "where the outputs go (--out wins), not what they hold",
+    "train.keep_checkpoints": "how many old checkpoints are kept on disk; the run never reads them back",
+    "train.checkpoint_every": "when the state is saved; saving reads no random number and changes no state",
+    "rollout.workers": "where rollouts run (in-process or on Ray workers): the same meta-episodes either way",
+    "rollout.ray_address": "which Ray cluster runs the rollout workers (as rollout.workers)",
     # The data-parallel ranks play and average the same batch: a run may resume on another
     # count where the engine's state allows it (DeepSpeedEngine.load_state_dict says when not).
-    data["backend"].pop("ranks", None)
-    data.pop("tournament", None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    "backend.ranks": "how many processes share the same batch",
+    "tournament": "read by `mage tournament` only",
+    "reproduce": "read by the pipeline; a run's own values (reproduce.iterations, its set) reach training "
+                 "through the train/env/algorithm keys they resolve to",
+    "sweep": "read by `mage sweep` only; a point's values reach training through the keys they set",
+    # Run length: stopping on a time budget changes where the run ends, not what each
+    # iteration computes. (train.iterations is not here: the learning-rate and entropy
+    # schedules run over it, see SCHEDULE_FREE_KEYS.)
+    "train.time_budget_minutes": "when the run stops, not what each iteration computes",
+    # Not here, although they look like bookkeeping: train.eval_every (which policies are
+    # evaluated, so which one becomes best/), train.num_threads (CPU reductions in another order).
+}
+#: Left out as well when neither schedule depends on the run's length (train.lr_schedule
+#: constant and train.entropy_coef_final equal to train.entropy_coef): a run may then be
+#: continued for longer than it was started for.
+SCHEDULE_FREE_KEYS = ("train.iterations",)
+
+
+def resume_config(cfg: Config) -> dict[str, Any]:
+    """The configuration a checkpoint must have been written under to be resumed: all
+    of it but ``RESUME_INDEPENDENT_KEYS`` (stored in every checkpoint, compared on resume)."""
+    data = cfg.model_dump(mode="json")
+    t = cfg.train
+    schedule_free = t.lr_schedule == "constant" and t.entropy_coef_final == t.entropy_coef
+    for key in (*RESUME_INDEPENDENT_KEYS, *(SCHEDULE_FREE_KEYS if schedule_free else ())):
+        *path, last = key.split(".")
+        section = data
+        for part in path:
+            section = section.get(part, {})
+        section.pop(last, None)
+    return json.loads(json.dumps(data))  # as a checkpoint's JSON stores it (tuples become lists)
+
+
+def config_digest(cfg: Config) -> str:
+    """What must match for a checkpoint to be resumed: the digest of ``resume_config``."""
+    return hashlib.sha256(json.dumps(resume_config(cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def config_differences(stored: dict[str, Any], current: dict[str, Any], limit: int = 5) -> str:
+    """The dotted keys where ``stored`` (a checkpoint's ``resume_config``) and ``current``
+    differ, with both values, on one line: the first ``limit``, then how many more."""
+    old, new = flatten(stored), flatten(current)
+    absent = object()
+    lines = []
+    for key in sorted(old.keys() | new.keys()):
+        was, now = old.get(key, absent), new.get(key, absent)
+        if was != now:
+            lines.append(f"{key}: {'absent' if was is absent else json.dumps(was)} in the checkpoint, "
+                         f"{'absent' if now is absent else json.dumps(now)} now")
+    more = len(lines) - limit
+    return "; ".join(lines[:limit]) + (f"; and {more} more" if more > 0 else "")
 
 
 def code_digest() -> str:
@@ -98,11 +149,17 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
     m = cfg.model
     if m.source == "local":
         assert m.path is not None
-        model, tokenizer = load_policy(m.path, dtype=getattr(torch, m.dtype))
+        try:
+            model, tokenizer = load_policy(m.path, dtype=getattr(torch, m.dtype))
+        except (FileNotFoundError, ValueError) as err:
+            raise ConfigError("params", [f"model.path: {err}"]) from None
         return tokenizer, model
     init_dir = out / "policy-init"
     if (init_dir / "config.json").exists():
-        model, tokenizer = load_policy(init_dir)
+        try:
+            model, tokenizer = load_policy(init_dir)
+        except (FileNotFoundError, ValueError) as err:
+            raise ConfigError("command line", [f"--out: {err} (delete {init_dir} to build it again)"]) from None
         return tokenizer, model
     tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed),
                                 extra_tokens=action_tokens(cfg))
@@ -317,8 +374,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
           stop_after: int | None = None, run_name: str | None = None) -> dict[str, Any]:
     """Train; returns the summary. ``resume``: False refuses a folder that holds
     checkpoints; True continues the latest (its configuration must match);
-    "auto" continues it when the configuration matches and starts afresh
-    otherwise (a pipeline stage re-run). ``stop_after`` ends the process's work
+    "auto" continues it when the configuration and code match and the run is
+    unfinished, and otherwise moves the old run aside (``move_aside``) and starts
+    afresh (a pipeline stage re-run). ``stop_after`` ends the process's work
     after that many iterations of this call (tests use it to interrupt a run).
     ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     from mage_core.backends import require_built
@@ -357,7 +415,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     ranks = join_ranks(world)
     main = ranks.main  # rank 0 alone writes; the others read what it wrote
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
-    digest, code = config_digest(cfg), code_digest()
+    digest, code, stored_config = config_digest(cfg), code_digest(), resume_config(cfg)
     problem, latest = None, None
     if main:
         try:
@@ -437,7 +495,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 over_budget = ranks.broadcast(bool(t.time_budget_minutes)
                                               and time.monotonic() - started > 60 * t.time_budget_minutes)
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
-                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league_state())
+                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league_state(),
+                          stored_config)
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1
                 if stop_after is not None and done_here >= stop_after:
@@ -507,8 +566,26 @@ def better(score: float, best: float, select_on: str) -> bool:
     return score >= best if select_on == "exact_greedy" else score > best
 
 
-def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: str, code: str,
-                   iterations: int) -> str | None:
+def _mismatch(checkpoints: CheckpointManager, latest: Path | None, cfg: Config, digest: str) -> str | None:
+    """How the configuration ``latest`` was written under differs from ``cfg`` (the
+    differing keys with both values, on one line), or None when it matches or cannot
+    be read (a damaged checkpoint is not judged here: loading it reports the damage)."""
+    if latest is None:
+        return None
+    try:
+        metadata = checkpoints.verify(latest)["metadata"]
+    except CheckpointError:
+        return None
+    if metadata.get("config_digest") == digest:
+        return None
+    if not isinstance(metadata.get("config"), dict):
+        return ("its config digest differs from this run's (the checkpoint predates the listing of "
+                "the differing keys)")
+    return "differs at " + config_differences(metadata["config"], resume_config(cfg))
+
+
+def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, cfg: Config, digest: str,
+                   code: str) -> str | None:
     """Why ``--resume auto`` must not continue ``latest``, or None when it should: only
     an unfinished run of the same configuration and the same code is continued (what
     a crashed or killed stage leaves). A damaged checkpoint is not judged here:
@@ -519,14 +596,38 @@ def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, digest: 
         meta = checkpoints.verify(latest)
     except CheckpointError:
         return None
-    metadata = meta["metadata"]
-    if metadata.get("config_digest") != digest:
-        return "the checkpoints were written under another configuration"
-    if metadata.get("code_digest") != code:
+    mismatch = _mismatch(checkpoints, latest, cfg, digest)
+    if mismatch is not None:
+        return f"the configuration of {latest.name} {mismatch}"
+    if meta["metadata"].get("code_digest") != code:
         return "the checkpoints were written by other code (mage_core changed)"
-    if int(meta["step"]) >= iterations:
-        return f"the run it holds is finished ({iterations} iterations)"
+    if int(meta["step"]) >= cfg.train.iterations:
+        return f"the run it holds is finished ({cfg.train.iterations} iterations)"
     return None
+
+
+#: What a run writes under its output folder; ``--resume auto`` moves these aside together.
+RUN_OUTPUTS = ("checkpoints", "policy-init", "best", "metrics.jsonl", "summary.json", "transcripts.txt")
+#: Where ``--resume auto`` moves a run it does not continue: ``<out>/superseded/<UTC time>/``.
+SUPERSEDED = "superseded"
+
+
+def move_aside(out_dir: Path) -> Path | None:
+    """Move a previous run's outputs (``RUN_OUTPUTS``) into a new folder
+    ``<out_dir>/superseded/<UTC time>/`` and return it (None when there was nothing to
+    move). Nothing is deleted: the user removes the folder when it is no longer needed."""
+    present = [name for name in RUN_OUTPUTS if (out_dir / name).exists()]
+    if not present:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, n = out_dir / SUPERSEDED / stamp, 1
+    while target.exists():
+        n += 1
+        target = out_dir / SUPERSEDED / f"{stamp}-{n}"
+    target.mkdir(parents=True)
+    for name in present:
+        os.rename(out_dir / name, target / name)  # same file system: nothing is copied
+    return target
 
 
 def join_ranks(world: int) -> Ranks:
@@ -550,19 +651,25 @@ def join_ranks(world: int) -> Ranks:
 def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool | Literal["auto"], digest: str,
                      code: str, cfg: Config) -> Path | None:
     """Rank 0's preparation of ``out_dir``: the checkpoint to resume (or None), the
-    outputs of a run that must not be continued removed, the tracking store checked."""
+    outputs of a run that must not be continued moved aside (never deleted), the
+    tracking store checked."""
     out_dir.mkdir(parents=True, exist_ok=True)
     latest = checkpoints.latest()
-    why = _not_resumable(checkpoints, latest, digest, code, cfg.train.iterations) if resume == "auto" else None
+    why = _not_resumable(checkpoints, latest, cfg, digest, code) if resume == "auto" else None
     if why is not None:
         # A pipeline re-run (DVC) after a change of params or code, or of a finished run
-        # whose outputs DVC wants again: the old run is not continued.
-        console.print(f"{out_dir}: {why}; starting afresh", soft_wrap=True)
-        for name in ("checkpoints", "policy-init", "best"):
-            shutil.rmtree(out_dir / name, ignore_errors=True)
-        for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
-            (out_dir / name).unlink(missing_ok=True)
+        # whose outputs DVC wants again: the old run is not continued, but kept.
+        moved = move_aside(out_dir)
+        console.print(f"{out_dir}: {why}; moved the old run to {moved} (delete it when no longer needed) "
+                      "and starting afresh", soft_wrap=True, highlight=False, markup=False)
         latest = None
+    if latest is not None and resume is True:
+        mismatch = _mismatch(checkpoints, latest, cfg, digest)
+        if mismatch is not None:
+            raise ConfigError("--resume", [
+                f"{latest} was written under another configuration: it {mismatch}; nothing was changed. "
+                f"Resume it with the settings it was written under, or start over with --resume auto (it "
+                f"moves the old run to {out_dir / SUPERSEDED}/) or another --out"])
     if latest is not None and not resume:
         raise ConfigError("command line", [
             f"--out: {out_dir} already holds checkpoints (latest {latest.name}); pass --resume to continue it "
@@ -584,7 +691,8 @@ def save_best(engine: Any, model: Any, tokenizer: Any, path: Path, ranks: Ranks)
 
 
 def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
-          digest: str, code: str, ranks: Ranks, league: list[Any] | None = None) -> None:
+          digest: str, code: str, ranks: Ranks, league: list[Any] | None = None,
+          config: dict[str, Any] | None = None) -> None:
     engine_state = engine.state_dict()  # collective with several ranks: rank 0 gets every optimizer shard
     if not ranks.main:
         ranks.barrier()
@@ -593,7 +701,7 @@ def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Gener
     checkpoints.save(state.iteration, tensors, {
         "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
         "best_score": state.best_score, "best_iteration": state.best_iteration, "league": league or [],
-    }, {"config_digest": digest, "code_digest": code, "ranks": ranks.world})
+    }, {"config_digest": digest, "config": config, "code_digest": code, "ranks": ranks.world})
     ranks.barrier()
 
 

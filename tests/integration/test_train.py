@@ -109,11 +109,59 @@ def test_corrupt_checkpoint_is_reported_and_kept(tmp_path: Path) -> None:
         train(cfg, tmp_path / "run")
 
 
-def test_changed_config_refuses_to_resume(tmp_path: Path) -> None:
-    train(parse_config(PARAMS), tmp_path / "run", stop_after=1)
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_changed_config_refuses_to_resume_naming_the_keys(tmp_path: Path, project_root: Path) -> None:
+    # Issue 25: `--resume` names the differing keys with both values, exits 2 and changes nothing.
+    out = tmp_path / "run"
+    train(parse_config(PARAMS), out, stop_after=1)
+    before = _files(out / "checkpoints")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({**PARAMS, "train": {**PARAMS["train"], "learning_rate": 0.5}}))
+    done = subprocess.run([sys.executable, "-m", "mage_core", "train", "--params", str(params), "--out", str(out),
+                           "--resume"], capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"},
+                          timeout=600)
+    assert done.returncode == 2, done.stderr
+    message = " ".join(done.stderr.split())
+    assert "train.learning_rate: 0.001 in the checkpoint, 0.5 now" in message, message
+    assert "--resume auto" in message
+    assert _files(out / "checkpoints") == before and not (out / "superseded").exists()
+
+
+def test_a_checkpoint_without_its_config_says_it_predates_the_key_listing(tmp_path: Path) -> None:
+    import hashlib
+
+    from mage_core.config import ConfigError
+    from mage_core.trainers.checkpoint import _canonical
+
+    out = tmp_path / "run"
+    train(parse_config(PARAMS), out, stop_after=1)
+    meta_path = CheckpointManager(out / "checkpoints").latest() / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["meta_sha256"], meta["metadata"]["config"]  # as the checkpoints of earlier code
+    meta["meta_sha256"] = hashlib.sha256(_canonical(meta).encode()).hexdigest()
+    meta_path.write_text(json.dumps(meta))
     changed = parse_config({**PARAMS, "train": {**PARAMS["train"], "learning_rate": 0.5}})
-    with pytest.raises(CheckpointError, match="config_digest"):
-        train(changed, tmp_path / "run", resume=True)
+    with pytest.raises(ConfigError, match="config digest differs.*predates the listing of the differing keys"):
+        train(changed, out, resume=True)
+
+
+def test_resume_auto_continues_after_a_tracking_only_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          straight: tuple[dict, Path]) -> None:
+    # Issue 25: turning MLflow on is no reason to retrain (it used to delete the checkpoints).
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    train(parse_config(PARAMS), out, stop_after=2)
+    tracked = parse_config({**PARAMS, "tracking": {"mlflow": True, "experiment": "resumed",
+                                                   "system_metrics": False, "register_models": False}})
+    resumed = train(tracked, out, resume="auto")
+    straight_summary, straight_out = straight
+    assert not (out / "superseded").exists()
+    assert_same(final_weights(out), final_weights(straight_out))
+    assert resumed["final_eval"] == straight_summary["final_eval"]
 
 
 def test_paper_way_free_text_with_generated_reflections_trains(tmp_path: Path) -> None:
@@ -149,8 +197,10 @@ def test_time_budget_stop_on_a_checkpoint_iteration_saves_once(tmp_path: Path) -
     assert latest is not None and latest.name == "step-000001"
 
 
-def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_path: Path,
-                                                                        straight: tuple[dict, Path]) -> None:
+def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], straight: tuple[dict, Path]) -> None:
+    from mage_core.config import ConfigError
+
     cfg = parse_config(PARAMS)
     out = tmp_path / "run"
     train(cfg, out, stop_after=2)
@@ -161,10 +211,16 @@ def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(tmp_pat
     assert resumed["final_eval"] == straight_summary["final_eval"]
     # params changed (as after `dvc exp run -S ...`): the old checkpoints are not continued
     changed = parse_config({**PARAMS, "train": {**PARAMS["train"], "learning_rate": 1e-4}})
-    with pytest.raises(CheckpointError, match="metadata does not match"):
+    with pytest.raises(ConfigError, match="train.learning_rate: 0.001 in the checkpoint, 0.0001 now"):
         train(changed, out, resume=True)
+    old_run = _files(out)
     fresh = train(changed, out, resume="auto")
     assert fresh["iterations"] == 4 and fresh["config_digest"] != straight_summary["config_digest"]
+    assert ("the configuration of step-000004 differs at train.learning_rate: 0.001 in the checkpoint, "
+            "0.0001 now; moved the old run to") in " ".join(capsys.readouterr().out.split())
+    # ... but kept, moved aside whole: never deleted without being asked
+    [aside] = (out / "superseded").iterdir()
+    assert _files(aside) == old_run
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert metrics[0]["params"]["train.learning_rate"] == 1e-4  # a new log, not an appended one
     assert [m["step"] for m in metrics[1:] if "final/eval/all/chips_ep3" not in m] == [1, 2, 3, 4]
@@ -181,12 +237,13 @@ def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
     # Other code (mage_core changed, so DVC re-runs the stage): the unfinished run is not continued.
     monkeypatch.setattr(train_stage, "code_digest", lambda: "another-version")
     again = train(cfg, out, resume="auto")
-    assert "written by other code (mage_core changed); starting afresh" in capsys.readouterr().out
+    assert "written by other code (mage_core changed); moved the old run to" in capsys.readouterr().out
     steps = [json.loads(line).get("step") for line in (out / "metrics.jsonl").read_text().splitlines()[1:]]
     assert again["iterations"] == 4 and sorted(set(steps)) == [1, 2, 3, 4]  # trained from iteration 1
     # The same code and configuration, but the run is finished (DVC wants its outputs again).
     finished = train(cfg, out, resume="auto")
-    assert "the run it holds is finished (4 iterations); starting afresh" in capsys.readouterr().out
+    assert "the run it holds is finished (4 iterations); moved the old run to" in capsys.readouterr().out
+    assert len(list((out / "superseded").iterdir())) == 2  # both old runs kept, each in a folder of its own
     straight_summary, straight_out = straight
     assert_same(final_weights(out), final_weights(straight_out))
     assert finished["final_eval"] == again["final_eval"] == straight_summary["final_eval"]
