@@ -51,3 +51,14 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def sha256_file(path: str | Path) -> str:
+    """The file's SHA-256, hex, read in 1 MiB pieces."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

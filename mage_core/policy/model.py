@@ -26,7 +26,10 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from mage_core.io.atomic import staging_dir
+from mage_core.io.atomic import sha256_file, staging_dir
+
+#: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
+MANIFEST = "mage-policy.json"
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
         model.save_pretrained(staging, safe_serialization=True,
                               state_dict=dict(state_dict) if state_dict is not None else None)
         tokenizer.save_pretrained(staging)
+        write_manifest(staging)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
             os.replace(target, old / target.name)
@@ -131,6 +135,45 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return target
+
+
+def write_manifest(directory: Path) -> None:
+    """``MANIFEST`` in ``directory``: every file's SHA-256 (``verify_policy`` checks them)."""
+    import json
+
+    files = {p.relative_to(directory).as_posix(): sha256_file(p)
+             for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    (directory / MANIFEST).write_text(json.dumps({"format": 1, "sha256": files}, indent=2, sort_keys=True) + "\n")
+
+
+def verify_policy(directory: str | os.PathLike[str]) -> bool:
+    """Check a policy folder against the SHA-256 its ``MANIFEST`` recorded when it was
+    saved: ``ValueError`` naming the first file missing or changed. A folder without a
+    manifest (a downloaded model, or a policy saved before 2026-11-27) is not checked:
+    False; True when every recorded file matched."""
+    import json
+
+    path = Path(directory)
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        recorded = json.loads(manifest.read_text())["sha256"]
+        if not isinstance(recorded, dict):
+            raise TypeError("sha256 is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{manifest} is unreadable ({error}): the policy's files cannot be checked; "
+                         "save the policy again (retrain, or restore the folder)") from None
+    for name, digest in sorted(recorded.items()):
+        file = path / name
+        if not file.is_file():
+            raise ValueError(f"{file} is missing: {path} is not the policy that was saved there "
+                             f"({MANIFEST} lists it); retrain, or restore the folder")
+        found = sha256_file(file)
+        if found != digest:
+            raise ValueError(f"{file} changed since it was saved (SHA-256 {found[:12]}..., recorded "
+                             f"{digest[:12]}... in {MANIFEST}): the policy is corrupted; retrain, or restore the folder")
+    return True
 
 
 def load_tokenizer(directory: str | os.PathLike[str]) -> Any:
@@ -149,7 +192,8 @@ def load_policy(
 
     Raises ``FileNotFoundError`` for a missing folder, config or weights, and
     ``ValueError`` when the files do not fit together (missing or mis-shaped
-    weights, a tokenizer larger than the model's vocabulary).
+    weights, a tokenizer larger than the model's vocabulary) or differ from what
+    ``save_policy`` wrote (``verify_policy``).
     """
     path = Path(directory)
     if not path.is_dir():
@@ -158,6 +202,7 @@ def load_policy(
         raise FileNotFoundError(f"{path} holds no config.json: not a saved policy (save_policy writes one)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise FileNotFoundError(f"{path} holds no weights (*.safetensors or *.bin)")
+    verify_policy(path)  # a policy this project saved: its files as they were written
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as error:  # transformers raises many kinds; the cause is kept

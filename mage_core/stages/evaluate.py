@@ -114,7 +114,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     from mage_core.backends import require_built
 
     require_built(cfg.backend.generator)
-    from mage_core.policy.model import load_policy, load_tokenizer
+    from mage_core.policy.model import load_policy, load_tokenizer, verify_policy
     from mage_core.stages.train import make_codec, make_generator
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
@@ -124,6 +124,10 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if not (policy_dir / "config.json").is_file():
         raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
                                            "`mage train` output's best/ or policy-init/, or a local HF model folder"])
+    try:  # every backend reads these files: a corrupted policy stops here, before any work
+        verify_policy(policy_dir)
+    except ValueError as err:
+        raise ConfigError("command line", [f"--policy: {err}"]) from None
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     torch.set_num_threads(cfg.train.num_threads)

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from mage_core.io.atomic import write_text_atomic
+from mage_core.io.atomic import sha256_file, write_text_atomic
 from mage_core.io.dotted import flatten
 
 FORMAT_VERSION = 1
@@ -54,14 +54,6 @@ class CheckpointError(Exception):
 
 def step_dir_name(step: int) -> str:
     return f"step-{step:06d}"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync_file(path: Path) -> None:
@@ -179,7 +171,7 @@ class CheckpointManager:
             files = {}
             for name in FILES:
                 _fsync_file(tmp / name)
-                files[name] = {"sha256": _sha256(tmp / name), "bytes": (tmp / name).stat().st_size}
+                files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
             meta = {"format_version": FORMAT_VERSION, "step": step, "files": files,
                     "metadata": dict(metadata)}
             meta["meta_sha256"] = hashlib.sha256(_canonical(meta).encode()).hexdigest()
@@ -253,7 +245,7 @@ class CheckpointManager:
             if size != expected["bytes"]:
                 kind = "truncated" if size < expected["bytes"] else "longer than written"
                 raise CheckpointError(f"{file}: {kind} ({size} bytes, {expected['bytes']} expected)")
-            actual = _sha256(file)
+            actual = sha256_file(file)
             if actual != expected["sha256"]:
                 raise CheckpointError(f"{file}: sha256 mismatch (file {actual[:12]}..., "
                                       f"recorded {expected['sha256'][:12]}...): the file is corrupted")

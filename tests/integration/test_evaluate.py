@@ -107,6 +107,24 @@ def test_a_missing_policy_is_a_clear_error_and_writes_nothing(tmp_path: Path) ->
     assert not (tmp_path / "out").exists()
 
 
+def test_a_corrupted_policy_stops_before_any_work_and_writes_nothing(policy: Path, tmp_path: Path) -> None:
+    """Issue 25: a bit-flipped best/model.safetensors was evaluated (other chips, exit 0)."""
+    import shutil
+
+    from mage_core.policy.model import MANIFEST
+
+    copy = tmp_path / "best"
+    shutil.copytree(policy, copy)
+    assert (copy / MANIFEST).is_file()
+    data = bytearray((copy / "model.safetensors").read_bytes())
+    data[-7] ^= 0x01
+    (copy / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ConfigError) as raised:
+        evaluate(parse_config(PARAMS), copy, tmp_path / "out")
+    assert any("--policy:" in p and "model.safetensors changed since it was saved" in p for p in raised.value.problems)
+    assert not (tmp_path / "out").exists()
+
+
 def test_exploration_suite_has_its_exact_ceilings_and_opening_bets(policy: Path, tmp_path: Path) -> None:
     """Preset ``probe``: the agent first to act against the tight caller or the calling
     station (tests/unit/test_kuhn_analysis.py derives 1/6 and 1/3 by hand)."""

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3, load_policy, save_policy
+from mage_core.policy.model import MANIFEST, TinyModelSpec, build_tiny_qwen3, load_policy, save_policy, verify_policy
 from mage_core.policy.tokenizer import build_tokenizer
 from tests.envcases import Case
 
@@ -229,6 +229,7 @@ def test_load_errors_name_the_problem(tok, tmp_path: Path) -> None:
         load_policy(tmp_path)
     target = tmp_path / "policy"
     save_policy(_build(tok), tok, target)
+    os.remove(target / MANIFEST)  # the checks below are the loader's own, as for a downloaded model
     config = json.loads((target / "config.json").read_text())
 
     (target / "config.json").write_text(json.dumps({**config, "hidden_size": 32}))
@@ -247,6 +248,32 @@ def test_load_errors_name_the_problem(tok, tmp_path: Path) -> None:
     os.remove(target / "model.safetensors")
     with pytest.raises(FileNotFoundError, match="no weights"):
         load_policy(target)
+
+
+def test_a_saved_policy_is_checked_against_its_digests_when_loaded(tok, tmp_path: Path) -> None:
+    """Issue 25: a bit flipped in best/model.safetensors was loaded silently."""
+    target = tmp_path / "policy"
+    save_policy(_build(tok, seed=4), tok, target)
+    recorded = json.loads((target / MANIFEST).read_text())["sha256"]
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(recorded)
+    assert verify_policy(target) is True
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x10  # one bit of one weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"model\.safetensors changed since it was saved .*corrupted"):
+        load_policy(target)
+    data[len(data) // 2] ^= 0x10
+    weights.write_bytes(bytes(data))
+    load_policy(target)  # restored: loads again
+    os.remove(target / "tokenizer.json")
+    with pytest.raises(ValueError, match=r"tokenizer\.json is missing"):
+        verify_policy(target)
+    (target / MANIFEST).write_text("{")
+    with pytest.raises(ValueError, match="unreadable"):
+        verify_policy(target)
+    os.remove(target / MANIFEST)
+    assert verify_policy(target) is False  # no manifest (a downloaded model): nothing to check against
 
 
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tok, tmp_path: Path) -> None:
