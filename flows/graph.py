@@ -170,8 +170,11 @@ def run_graph(jobs: Sequence[StageJob], max_concurrent: int, tracking: Tracking 
 
 
 def init_ray(max_concurrent: int) -> str:
-    """Connect to ``RAY_ADDRESS``, or start a local Ray instance with ``max_concurrent`` CPUs."""
+    """Connect to ``RAY_ADDRESS``, or start a local Ray instance with ``max_concurrent`` CPUs
+    (``mage_core.backends.ray_local``: it listens on 127.0.0.1 only)."""
     import ray
+
+    from mage_core.backends.ray_local import start_local_ray
 
     address = os.environ.get("RAY_ADDRESS")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -179,5 +182,5 @@ def init_ray(max_concurrent: int) -> str:
         if address:
             ray.init(address=address, log_to_driver=True)
         else:
-            ray.init(num_cpus=max_concurrent, include_dashboard=False, log_to_driver=True)
+            start_local_ray(max_concurrent, log_to_driver=True)  # listens on 127.0.0.1 only
     return address or "a local Ray instance"

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 import torch
 
 from mage_core.backends.hf import HFGenerator
+from mage_core.backends.ray_local import start_local_ray
 from mage_core.opponents.registry import OpponentSettings
 from mage_core.rollout.meta_episode import MetaEpisode
 from mage_core.rollout.pool import RolloutJob, RolloutWorker, attach_codec, contiguous_shares
@@ -146,7 +147,7 @@ class RayRolloutPool:
             if address:
                 ray.init(address=address, logging_level="WARNING")
             else:
-                ray.init(num_cpus=num_workers * cpus_per_worker, include_dashboard=False, logging_level="WARNING")
+                start_local_ray(num_workers * cpus_per_worker, logging_level="WARNING")  # on 127.0.0.1 only
             self._started_ray = True
         try:
             model = generator.model

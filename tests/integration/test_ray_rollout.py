@@ -25,6 +25,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from mage_core.backends.ray_local import start_local_ray
 from mage_core.config import apply_values, parse_config, run_data
 from mage_core.evaluation.suites import suites_for
 from mage_core.stages.evaluate import evaluate
@@ -48,7 +49,7 @@ def ray_local() -> Iterator[None]:
 
     # 4 logical CPUs on this 2-core machine: a module-scoped pool of two 1-CPU actors may still be
     # alive when `mage train` starts its own two (an actor without a free CPU would never start).
-    ray.init(num_cpus=4, include_dashboard=False, logging_level="WARNING")
+    start_local_ray(4, logging_level="WARNING")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

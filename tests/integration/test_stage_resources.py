@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from flows.graph import StageJob, _on_ray, stage_resources
+from mage_core.backends.ray_local import start_local_ray
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ def test_a_stage_no_ray_node_can_hold_fails_at_once(project: Path) -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False)
+        start_local_ray(2)
     try:
         job = StageJob(project, "train@gpu8", "p/train@gpu8", (), None, *stage_resources(project, "train@gpu8"))
         with pytest.raises(RuntimeError, match=r"p/train@gpu8 needs .*8 GPUs \(the cluster has 0\) on one Ray node"):

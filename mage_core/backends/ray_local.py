@@ -1,0 +1,62 @@
+"""The one way this project starts a local Ray instance: every process of it listens on
+127.0.0.1 only.
+
+A plain ``ray.init(num_cpus=...)`` on Linux takes the machine's outward address as the
+node's IP, and its GCS server, raylet, worker processes (gRPC), runtime-env agent and
+autoscaler metrics server listen on that address or on every interface (``0.0.0.0``,
+``::``): anyone who reaches the machine can submit code to the unauthenticated instance.
+Ray binds each of those to loopback when the node's IP is loopback, which is what it does
+by itself on Windows and macOS, where ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` (read into
+``ray_constants.ENABLE_RAY_CLUSTER``) is off. ``start_local_ray`` turns that off for the
+``ray.init`` call (the environment variable for the processes it starts, the constant for
+this process in case Ray was imported before) and puts both back afterwards, so a later
+connection to a cluster from this process is unaffected. It then checks the node's IP and
+refuses an instance that is not on loopback.
+
+Several machines: start a cluster yourself (``ray start``) and set ``RAY_ADDRESS``;
+the callers connect to it instead of calling this (docs: infra/README.md).
+
+``ray`` is imported inside the function: it is slow to import and stays out of
+``mage --help``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+#: Where a local instance listens.
+LOOPBACK = "127.0.0.1"
+#: Ray's switch (``ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR``): "0" makes the node's IP loopback.
+CLUSTER_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
+    """Start a new local Ray instance with ``num_cpus`` logical CPUs, no dashboard, listening
+    on 127.0.0.1 only; ``init_kwargs`` go to ``ray.init`` (``log_to_driver``, ``logging_level``).
+
+    Never connects to an existing cluster (``address="local"``, whatever ``RAY_ADDRESS`` says).
+    """
+    previous = os.environ.get(CLUSTER_ENV_VAR)
+    os.environ[CLUSTER_ENV_VAR] = "0"  # before `import ray`, and inherited by the processes it starts
+    try:
+        import ray
+        from ray._private import ray_constants
+
+        enabled = ray_constants.ENABLE_RAY_CLUSTER
+        ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at each call
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                     _node_ip_address=LOOPBACK, **init_kwargs)
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = enabled
+    finally:
+        if previous is None:
+            os.environ.pop(CLUSTER_ENV_VAR, None)
+        else:
+            os.environ[CLUSTER_ENV_VAR] = previous
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != LOOPBACK:
+        ray.shutdown()
+        raise RuntimeError(f"the local Ray instance took {node_ip} as its address, not {LOOPBACK}: its "
+                           "processes would listen beyond this machine, so it was shut down")
