@@ -30,6 +30,9 @@ from mage_core.io.atomic import sha256_file, staging_dir
 
 #: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
 MANIFEST = "mage-policy.json"
+#: What ``from_pretrained`` adds to a tokenizer's init kwargs (and ``save_pretrained`` would
+#: write into tokenizer_config.json): a resumed run's best/ must be the bytes of an uninterrupted one's.
+LOAD_ONLY_KWARGS = ("is_local", "local_files_only")
 
 
 @dataclass(frozen=True)
@@ -180,9 +183,12 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Any:
     """The tokenizer saved in a policy folder (``ValueError`` naming the folder if it cannot be read)."""
     path = Path(directory)
     try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as error:
         raise ValueError(f"cannot load the tokenizer in {path}: {error}") from error
+    for key in LOAD_ONLY_KWARGS:  # how it was loaded, not what it is: a save writes what was loaded
+        tokenizer.init_kwargs.pop(key, None)
+    return tokenizer
 
 
 def load_policy(

@@ -199,6 +199,9 @@ def test_save_and_load_round_trip(tok, tmp_path: Path) -> None:
     assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
     half, _ = load_policy(target, dtype=torch.bfloat16)
     assert half.model.embed_tokens.weight.dtype == torch.bfloat16
+    save_policy(loaded, loaded_tok, tmp_path / "again")  # what a resumed run saves: the same bytes
+    for name in os.listdir(target):
+        assert (tmp_path / "again" / name).read_bytes() == (target / name).read_bytes(), name
 
 
 def test_save_replaces_an_existing_policy_and_a_failed_save_changes_nothing(tok, tmp_path: Path) -> None:
