@@ -189,7 +189,11 @@ class TrainConfig(Strict):
 class OpenAIEndpointConfig(Strict):
     """An OpenAI-compatible server (``backend.generator: openai``, evaluation only):
     its base URL (up to ``/v1``) and model name; the API key comes from the
-    environment variable ``api_key_env``, never from this file."""
+    environment variable ``api_key_env``, never from this file. ``timeout_s`` is a
+    deadline for a whole request (connect, send and the whole reply, not a per-read
+    timeout); a request is tried ``max_retries + 1`` times with 1 s, 2 s, 4 s ...
+    back-off between, so it gives up after at most ``(max_retries + 1) * timeout_s +
+    2 ** max_retries - 1`` seconds (defaults: 487 s); docs/scale-out.md."""
 
     base_url: str = "http://localhost:8000/v1"
     model: str = ""

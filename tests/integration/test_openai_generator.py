@@ -92,7 +92,7 @@ def test_a_server_that_is_down_stops_before_the_evaluation(model_dir: Path, tmp_
 def test_a_slow_server_times_out_with_a_clear_error(model_dir: Path, tmp_path: Path) -> None:
     with ModelServer(model_dir, mode="slow", delay_s=3.0) as server:
         cfg = parse_config(params(server.url, timeout_s=0.5, max_retries=1))
-        with pytest.raises(EndpointError, match=r"timed out after 0.5 s \(2 attempts\)"):
+        with pytest.raises(EndpointError, match=r"timed out after 0.5 s .*attempt 2 of 2"):
             evaluate(cfg, model_dir, tmp_path / "eval", "in_domain", per_opponent_seat=1)
     assert not (tmp_path / "eval").exists()
 
@@ -130,3 +130,173 @@ def test_bad_settings_are_refused_before_any_work(model_dir: Path, tmp_path: Pat
         with pytest.raises(EndpointError, match="not 'other'"):
             evaluate(parse_config(params(server.url, model="other")), model_dir, tmp_path / "eval")
     assert not (tmp_path / "eval").exists() and not (tmp_path / "train").exists()
+
+
+# -- a hung, drip-feeding or key-echoing server: a raw TCP server in a thread ------------------------
+
+
+class RawServer:
+    """Accepts connections on 127.0.0.1 and hands each (with the request's bytes) to
+    ``handle(conn, request, stop)`` in its own thread; ``stop`` is set on exit."""
+
+    def __init__(self, handle) -> None:
+        import threading
+
+        self.handle, self.stop = handle, threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                data += chunk
+            self.handle(conn, data, self.stop)
+        except OSError:
+            pass  # the client gave up (its deadline shut the socket)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> "RawServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.sock.close()
+        for conn in self.conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def drip(text: bytes):
+    def handle(conn: socket.socket, request: bytes, stop) -> None:
+        for i in range(10**6):  # one byte a second, for ever (the status line, then the body)
+            conn.sendall(text[i % len(text): i % len(text) + 1])
+            if stop.wait(1.0):
+                return
+
+    return handle
+
+
+@pytest.mark.parametrize("reply", [b"HTTP/1.1 200 OK\r\n", None], ids=["status-line", "body"])
+def test_a_drip_feeding_server_is_cut_off_at_the_deadline(reply: bytes | None) -> None:
+    import time
+
+    def handle(conn: socket.socket, request: bytes, stop) -> None:
+        if reply is None:  # headers at once, then a body that never ends
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            return drip(b'{"data": ')(conn, request, stop)
+        return drip(reply)(conn, request, stop)
+
+    with RawServer(handle) as server:
+        gen = OpenAIGenerator(None, server.url, "tiny", timeout_s=2.0, max_retries=0)
+        start = time.monotonic()
+        with pytest.raises(EndpointError) as info:
+            gen.check()
+        elapsed = time.monotonic() - start
+        gen.close()
+    # a per-read timeout of 2 s never fires here (a byte a second); the whole request's deadline does
+    assert 2.0 <= elapsed < 3.5, elapsed
+    message = str(info.value)
+    assert message.startswith(f"{server.url}/models: timed out after 2 s")
+    assert "deadline" in message and "attempt 1 of 1" in message and "at most 2 s in all" in message
+
+
+def test_the_worst_case_is_bounded_over_the_retries() -> None:
+    import time
+
+    with RawServer(drip(b"HTTP/1.1 200 OK\r\n")) as server:
+        gen = OpenAIGenerator(None, server.url, "tiny", timeout_s=1.0, max_retries=1, backoff_s=0.1)
+        assert gen.worst_case_s() == pytest.approx(2.1)
+        start = time.monotonic()
+        with pytest.raises(EndpointError, match=r"timed out after 1 s .*attempt 2 of 2"):
+            gen.check()
+        assert time.monotonic() - start < 2.1 + 1.0
+        gen.close()
+
+
+def echo_headers(status: bytes):
+    def handle(conn: socket.socket, request: bytes, stop) -> None:
+        body = b"you sent:\n" + request  # a server that echoes the request's headers, the key among them
+        conn.sendall(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+
+    return handle
+
+
+@pytest.mark.parametrize("key", ["sk-secret-abc123XYZ", "hunter2-plain-token"])
+def test_a_refused_key_is_not_echoed(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAGE_TEST_KEY", key)
+    with RawServer(echo_headers(b"401 Unauthorized")) as server:
+        gen = OpenAIGenerator(None, server.url, "tiny", api_key_env="MAGE_TEST_KEY", max_retries=0)
+        with pytest.raises(EndpointError) as info:
+            gen.check()
+        gen.close()
+    message = str(info.value)
+    assert key not in message and "Bearer" not in message and "you sent" not in message  # no body at all
+    assert "refused the API key (HTTP 401 Unauthorized)" in message and "MAGE_TEST_KEY" in message
+    assert "backend.openai.api_key_env" in message
+
+
+def test_other_error_bodies_are_redacted_excerpts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAGE_TEST_KEY", "hunter2-plain-token")
+    with RawServer(echo_headers(b"400 Bad Request")) as server:
+        gen = OpenAIGenerator(None, server.url, "tiny", api_key_env="MAGE_TEST_KEY", max_retries=0)
+        with pytest.raises(EndpointError) as info:
+            gen.check()
+        gen.close()
+    message = str(info.value)
+    assert "HTTP 400 Bad Request: you sent:" in message and "[redacted]" in message
+    assert "hunter2-plain-token" not in message and "\n" not in message and len(message) < 300
+
+
+def test_redaction_and_urls_without_credentials() -> None:
+    from mage_core.backends.openai_generator import display_url, redact
+
+    text = "Authorization: Bearer abc.def\nx-api-key: sk-proj-0123456789 and mykey " + "y" * 500
+    out = redact(text, "mykey")
+    assert "abc.def" not in out and "sk-proj" not in out and "mykey" not in out and len(out) <= 200
+    assert display_url("https://user:pw@host:8000/v1/models") == "https://host:8000/v1/models"
+    assert display_url("http://host/v1") == "http://host/v1"
+
+
+def test_a_slow_request_prints_progress_and_a_fast_one_does_not(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import mage_core.backends.openai_generator as og
+
+    def slow(conn: socket.socket, request: bytes, stop) -> None:
+        stop.wait(1.6 if b"slow" in request else 0.0)
+        body = b'{"object": "list", "data": [{"id": "tiny"}]}'
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    with RawServer(slow) as server:
+        gen = OpenAIGenerator(None, server.url, "tiny", timeout_s=5.0, max_retries=0)
+        assert gen.check() == ["tiny"]  # fast, default thresholds: nothing printed
+        assert capsys.readouterr().err == ""
+        monkeypatch.setattr(og, "PROGRESS_AFTER_S", 0.5)
+        monkeypatch.setattr(og, "PROGRESS_EVERY_S", 0.5)
+        gen.api_key = "slow"  # the handler sees it in the Authorization header
+        assert gen.check() == ["tiny"]
+        gen.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith(f"waiting for {server.url}/models: ") for line in lines)
+    assert "of 5 s (attempt 1 of 1)" in lines[0] and 1 <= len(lines) <= 3
