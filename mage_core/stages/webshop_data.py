@@ -17,11 +17,37 @@ import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from mage_core.config import ConfigError
 from mage_core.io.atomic import DIR_MODE
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
 from mage_core.envs.webshop.env import SPLITS, WebShopEnv, WebShopSettings, expert_action, split_goals
+
+
+def _error(message: str) -> int:
+    """Print ``error: message`` on one line (no markup, no wrapping) to stderr; the exit code 2."""
+    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), message))
+    return 2
+
+
+def _unwritable(target: Path, into: bool = True) -> str | None:
+    """Why ``target`` cannot become a catalogue folder (None if it can): a file of that
+    name, a file among its parents, or a folder that cannot be written. ``into``: the
+    files are written into ``target`` itself; otherwise into its parent (then moved)."""
+    import os
+
+    if target.exists() and not target.is_dir():
+        return f"{target} is a file, not a folder"
+    for folder in ([target] if into else []) + list(target.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                return f"{folder} is a file, so no folder can be made under it"
+            if not os.access(folder, os.W_OK | os.X_OK):
+                return f"{folder} is not writable"
+            return None
+    return None
+
 
 def generate_from_params(cfg, out: str) -> int:
     """``mage data generate webshop``: the catalogue of ``data.webshop``, written to a
@@ -33,19 +59,25 @@ def generate_from_params(cfg, out: str) -> int:
 
     d = cfg.data.webshop
     target = Path(out)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
-        os.chmod(tmp, DIR_MODE)  # what the published folder keeps (TemporaryDirectory makes 0700)
-        write_catalogue(generate_catalogue(np.random.default_rng(d.seed), d.products_per_category,
-                                           d.instructions_per_product), tmp)
-        w = cfg.env.webshop
-        status = check(tmp, w.load_seed, w.num_eval, w.skip_unknown_goals, w.num_select, label=str(target))
-        if status != 0:
-            return status
-        if target.exists():
-            shutil.rmtree(target)
-        Path(tmp).rename(target)
-        Path(tmp).mkdir()  # the context manager removes it again
+    reason = _unwritable(target, into=False)
+    if reason:
+        return _error(f"--out {target}: {reason}; choose a writable folder (nothing was written)")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}-") as tmp:
+            os.chmod(tmp, DIR_MODE)  # what the published folder keeps (TemporaryDirectory makes 0700)
+            write_catalogue(generate_catalogue(np.random.default_rng(d.seed), d.products_per_category,
+                                               d.instructions_per_product), tmp)
+            w = cfg.env.webshop
+            status = check(tmp, w.load_seed, w.num_eval, w.skip_unknown_goals, w.num_select, label=str(target))
+            if status != 0:
+                return status
+            if target.exists():
+                shutil.rmtree(target)
+            Path(tmp).rename(target)
+            Path(tmp).mkdir()  # the context manager removes it again
+    except OSError as err:
+        return _error(f"--out {target}: cannot write the catalogue ({err.strerror or err}); choose a writable folder")
     Console().print(f"wrote {target} (data.webshop: seed {d.seed}, {d.products_per_category} products per "
                     f"category, up to {d.instructions_per_product} instructions each)")
     return 0
@@ -59,8 +91,14 @@ def generate(out: str, seed: int, products_per_category: int, instructions_per_p
         problems.append(f"--instructions-per-product: must be >= 1, got {instructions_per_product}")
     if problems:
         raise ConfigError("command line", problems)
+    reason = _unwritable(Path(out))
+    if reason:
+        return _error(f"--out {out}: {reason}; choose a writable folder (nothing was written)")
     content = generate_catalogue(np.random.default_rng(seed), products_per_category, instructions_per_product)
-    folder = write_catalogue(content, out)
+    try:
+        folder = write_catalogue(content, out)
+    except OSError as err:
+        return _error(f"--out {out}: cannot write the catalogue ({err.strerror or err}); choose a writable folder")
     Console().print(f"wrote {len(content['items_shuffle.json'])} products to {folder} "
                     f"(check it: mage webshop check {folder})")
     return 0
@@ -91,8 +129,7 @@ def check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = Fals
     try:
         catalogue = load_catalogue(folder, seed=seed, skip_unknown_goals=skip_unknown_goals)
     except CatalogueError as err:
-        console.print(f"[red]error:[/red] {err}")
-        return 2
+        return _error(str(err))
     splits = {}
     for name in SPLITS:
         try:
@@ -139,9 +176,7 @@ def run_generate(out: str, seed: int, products_per_category: int, instructions_p
 
 def run_check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = False, num_select: int = 100) -> int:
     if num_eval < 0 or num_select < 0:
-        Console(stderr=True).print(f"--num-eval / --num-select: must be >= 0, got {num_eval} / {num_select}")
-        return 2
+        return _error(f"--num-eval / --num-select: must be >= 0, got {num_eval} / {num_select}")
     if not Path(folder).exists():
-        Console(stderr=True).print(f"error: {folder}: no such folder (generate one: mage webshop generate --out {folder})")
-        return 2
+        return _error(f"{folder}: no such folder (generate one: mage webshop generate --out {folder})")
     return check(folder, seed, num_eval, skip_unknown_goals, num_select)

@@ -260,7 +260,7 @@ def test_loader_reads_string_bullets_and_all_price_formats(folder, tmp_path):
     rows[3]["pricing"] = "$1.2.3"
     _copy(folder, tmp_path)
     (tmp_path / "items_shuffle.json").write_text(json.dumps(rows))
-    with pytest.raises(CatalogueError, match=r"item 3: pricing '\$1.2.3'"):
+    with pytest.raises(CatalogueError, match=r"item 3 \(\w+\): pricing '\$1.2.3'"):
         load_catalogue(tmp_path)
     rows[3]["pricing"] = "$7"
     (tmp_path / "items_shuffle.json").write_text(json.dumps(rows))
@@ -478,6 +478,164 @@ def test_cli_generate_and_check(tmp_path, capsys):
     assert main(["webshop", "check", str(tmp_path / "nothing")]) == 2
     assert main(["webshop", "generate", "--out", str(tmp_path / "d"), "--products-per-category", "0"]) == 2
     assert not (tmp_path / "d").exists()
+
+
+# ---------------------------------------------------------------- malformed catalogue files: one line each
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _first(rows):
+    """The first product's asin (every generated product has instructions)."""
+    return rows[0]["asin"]
+
+
+# (case id, mutation of (rows, attrs, ins), the message's pattern: file, record, key)
+MALFORMED = [
+    ("attributes-a-mapping", lambda r, a, i: a[_first(r)].__setitem__("attributes", {"size": "large"}),
+     r"items_ins_v2.json: the 'attributes' of {A} are an object; they must be a list of strings"),
+    ("attributes-entry-a-list", lambda r, a, i: a.__setitem__(_first(r), ["organic"]),
+     r"items_ins_v2.json: the entry of {A} is a list; it must be an object"),
+    ("option-without-value", lambda r, a, i: r[0].__setitem__("customization_options", {"size": [{"image": None}]}),
+     r"items_shuffle.json item 0 \({A}\): customization_options\['size'\]\[0\] lacks 'value'"),
+    ("option-value-null", lambda r, a, i: r[0].__setitem__("customization_options", {"size": [{"value": None}]}),
+     r"items_shuffle.json item 0 \({A}\): customization_options\['size'\]\[0\] has null 'value'"),
+    ("options-of-a-type-a-mapping", lambda r, a, i: r[0].__setitem__("customization_options", {"size": {"value": "s"}}),
+     r"item 0 \({A}\): customization_options\['size'\] is an object; it must be a list"),
+    ("options-a-list", lambda r, a, i: r[0].__setitem__("customization_options", [{"value": "s"}]),
+     r"item 0 \({A}\): 'customization_options' is a list"),
+    ("null-instruction", lambda r, a, i: i[_first(r)][0].__setitem__("instruction", None),
+     r"items_human_ins.json: instruction 0 of {A}: 'instruction' is null; it must be the instruction text"),
+    ("empty-instruction", lambda r, a, i: i[_first(r)][0].__setitem__("instruction", "  "),
+     r"items_human_ins.json: instruction 0 of {A}: 'instruction' is empty"),
+    ("instruction-attributes-a-string", lambda r, a, i: i[_first(r)][0].__setitem__("instruction_attributes", "x"),
+     r"instruction 0 of {A}: 'instruction_attributes' is a string; it must be a list of strings"),
+    ("instruction-options-a-mapping", lambda r, a, i: i[_first(r)][0].__setitem__("instruction_options", {"a": 1}),
+     r"instruction 0 of {A}: 'instruction_options' must be a list of strings"),
+    ("instructions-not-a-list", lambda r, a, i: i.__setitem__(_first(r), {"instruction": "x"}),
+     r"items_human_ins.json: the instructions of {A} are an object"),
+    ("pricing-a-list", lambda r, a, i: r[0].__setitem__("pricing", ["$5"]),
+     r"items_shuffle.json item 0 \({A}\): pricing is a list; write a string such as"),
+    ("pricing-negative", lambda r, a, i: r[0].__setitem__("pricing", -3),
+     r"item 0 \({A}\): pricing -3 is not a price"),
+    ("name-null", lambda r, a, i: r[0].__setitem__("name", None),
+     r"items_shuffle.json item 0 \({A}\): 'name' is null; it must be a string"),
+    ("bullets-a-mapping", lambda r, a, i: r[0].__setitem__("small_description", {"a": "b"}),
+     r"item 0 \({A}\): 'small_description' must be a list of strings or one string"),
+    ("asin-a-number", lambda r, a, i: r[0].__setitem__("asin", 12345),
+     r"items_shuffle.json item 0: 'asin' is a number; it must be a string"),
+    ("asin-empty", lambda r, a, i: r[0].__setitem__("asin", ""),
+     r"items_shuffle.json item 0: 'asin' is empty"),
+    ("product-not-an-object", lambda r, a, i: r.__setitem__(0, "B0XXXX"),
+     r"items_shuffle.json item 0: a string, not a product object"),
+    ("asins-differ-in-case", lambda r, a, i: r[1].__setitem__("asin", r[0]["asin"].lower()),
+     r"items_shuffle.json item 1: asin '{a}' and item 0's '{A}' differ only in case"),
+    ("instruction-keys-differ-in-case", lambda r, a, i: i.__setitem__(_first(r).lower(), i[_first(r)]),
+     r"items_human_ins.json: keys '{A}' and '{a}' differ only in case"),
+    ("products-an-object", lambda r, a, i: "items_shuffle.json",
+     r"items_shuffle.json: the file holds an object, expected a list"),
+    ("instructions-a-list", lambda r, a, i: "items_human_ins.json",
+     r"items_human_ins.json: the file holds a list, expected an object"),
+]
+
+
+def _malformed(folder: Path, to: Path, mutate) -> tuple[Path, str]:
+    """A copy of ``folder`` in ``to`` with ``mutate`` applied; also the first product's asin."""
+    _copy(folder, to)
+    files = ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json")
+    rows, attrs, ins = (json.loads((to / f).read_text()) for f in files)
+    asin = rows[0]["asin"]
+    wrong_type = mutate(rows, attrs, ins)
+    data = dict(zip(files, (rows, attrs, ins)))
+    if isinstance(wrong_type, str):  # the file's content in the other top-level type
+        data[wrong_type] = {"x": data[wrong_type]} if isinstance(data[wrong_type], list) else list(data[wrong_type])
+    for f, content in data.items():
+        (to / f).write_text(json.dumps(content))
+    return to, asin
+
+
+@pytest.mark.parametrize("mutate, pattern", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+def test_loader_refuses_malformed_records_naming_file_record_and_key(folder, tmp_path, mutate, pattern):
+    bad, asin = _malformed(folder, tmp_path, mutate)
+    with pytest.raises(CatalogueError, match=pattern.format(A=asin, a=asin.lower())) as err:
+        load_catalogue(bad)
+    assert "\n" not in str(err.value) and str(bad) in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["items_shuffle.json", "items_ins_v2.json", "items_human_ins.json"])
+def test_loader_refuses_non_utf8_and_non_json_naming_the_file_and_offset(folder, tmp_path, name):
+    bad = _copy(folder, tmp_path)
+    raw = (bad / name).read_bytes()
+    (bad / name).write_bytes(raw[:40] + b"\xff\xfe" + raw[40:])
+    with pytest.raises(CatalogueError, match=rf"{name}: not UTF-8 \(byte 0xff at offset 40\); re-save the file"):
+        load_catalogue(bad)
+    (bad / name).write_bytes(raw[:-10])
+    with pytest.raises(CatalogueError, match=rf"{name}: not valid JSON \(.*\); fix the file"):
+        load_catalogue(bad)
+
+
+def test_lower_case_asins_are_upper_cased_and_play(folder, tmp_path):
+    """A lower-case ASIN (in any of the three files) is matched upper-cased, as the site
+    clicks it: the expert buys it with score 1 (before, play crashed with KeyError)."""
+    bad = _copy(folder, tmp_path)
+    rows = json.loads((bad / "items_shuffle.json").read_text())
+    attrs = json.loads((bad / "items_ins_v2.json").read_text())
+    ins = json.loads((bad / "items_human_ins.json").read_text())
+    asin = rows[0]["asin"]
+    rows[0]["asin"] = asin.lower()  # products file lower case, instructions upper
+    attrs = {(k.lower() if k == asin else k): v for k, v in attrs.items()}
+    other = rows[1]["asin"]
+    ins = {(k.lower() if k == other else k): v for k, v in ins.items()}  # instructions lower, products upper
+    for f, content in (("items_shuffle.json", rows), ("items_ins_v2.json", attrs), ("items_human_ins.json", ins)):
+        (bad / f).write_text(json.dumps(content))
+    loaded = load_catalogue(bad)
+    original = load_catalogue(folder)
+    assert loaded.goals == original.goals and loaded.prices == original.prices
+    assert loaded.by_asin[asin] == original.by_asin[asin]  # the attributes were found too
+    env = WebShopEnv(WebShopSettings(), np.random.default_rng(0), loaded, loaded.goals)
+    env.reset()
+    for target in (asin, other):
+        goal = next(g for g in loaded.goals if g.asin == target)
+        assert play_expert(env, goal)[0] == 1.0
+
+
+def test_cli_check_of_a_malformed_catalogue_is_one_line_exit_2(folder, tmp_path, capsys):
+    bad, asin = _malformed(folder, tmp_path, MALFORMED[2][1])  # an option without value
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in bad.iterdir())
+    assert main(["webshop", "check", str(bad)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err + captured.out
+    assert str(bad / "items_shuffle.json") in lines[0] and "lacks 'value'" in lines[0]
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in bad.iterdir()) == before
+
+
+def test_pipeline_reports_a_malformed_catalogue_under_its_key(folder, tmp_path):
+    from mage_core.config import ConfigError, load_config
+    from mage_core.stages.task_data import check_task_data
+
+    bad, asin = _malformed(folder, tmp_path, MALFORMED[6][1])  # a null instruction
+    cfg = load_config(REPO / "params.yaml", ["env.name=webshop", f"env.webshop.data_path={bad}"])
+    with pytest.raises(ConfigError) as err:
+        check_task_data(cfg, "evaluate")
+    (problem,) = err.value.problems
+    assert problem.startswith(f"env.webshop.data_path: {bad / 'items_human_ins.json'}: instruction 0 of {asin}")
+
+
+@pytest.mark.parametrize("argv", [["webshop", "generate"], ["data", "generate", "webshop", "--params",
+                                                              str(REPO / "params.yaml")]],
+                         ids=["webshop-generate", "data-generate-webshop"])
+@pytest.mark.parametrize("where", ["under-a-file", "a-file"])
+def test_generate_into_an_impossible_folder_is_one_line_exit_2(tmp_path, capsys, argv, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file\n")
+    out = blocker / "shop" if where == "under-a-file" else blocker
+    assert main([*argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err + captured.out
+    assert lines[0].startswith(f"error: --out {out}: {blocker} is a file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker"] and blocker.read_text() == "a file\n"
 
 
 # ---------------------------------------------------------------- the pipeline's view: splits, compact prompts

@@ -53,7 +53,7 @@ class CatalogueError(ValueError):
 class Product:
     """One product as the environment shows and scores it."""
 
-    asin: str  # upper case, as in the data
+    asin: str  # upper case (the loader upper-cases the data's IDs, as the site does)
     category: str
     query: str  # lower case
     name: str
@@ -137,12 +137,36 @@ def _find(folder: Path, base: str) -> Path:
                          f"`mage webshop generate --out {folder}` or point at the official files")
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, expected: type, shape: str) -> Any:
+    """The file's JSON, which must be a ``expected`` (``shape`` says what the file holds)."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CatalogueError(f"{path}: cannot read ({err.strerror or err})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CatalogueError(f"{path}: not UTF-8 (byte 0x{raw[err.start]:02x} at offset {err.start}); "
+                             f"re-save the file as UTF-8") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise CatalogueError(f"{path}: not valid JSON ({err})") from err
+        raise CatalogueError(f"{path}: not valid JSON ({err}); fix the file or generate a new catalogue "
+                             f"with `mage webshop generate`") from None
+    if not isinstance(data, expected):
+        raise CatalogueError(f"{path}: the file holds {_json_type(data)}, expected {shape}")
+    return data
+
+
+def _json_type(value: Any) -> str:
+    """A parsed value's JSON type with its article ("null", "a list", "an object", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 def parse_pricing(raw: Any) -> tuple[float, ...]:
@@ -165,28 +189,68 @@ def _normalise_option(value: str) -> str:
     return value.strip().replace("/", " | ").lower()
 
 
-def _product(row: dict, attributes: dict, where: str) -> Product:
+def _product(row: dict, asin: str, attributes: dict, where: str, attributes_file: Path) -> Product:
+    """One products-file row (``asin`` already checked and upper-cased), its fields type-checked."""
     missing = [k for k in _REQUIRED_PRODUCT_FIELDS if k not in row]
     if missing:
         raise CatalogueError(f"{where}: product {row.get('asin', '?')!r} lacks {', '.join(missing)}")
+    for key in ("category", "query", "name", "product_category"):
+        if not isinstance(row[key], str):
+            raise CatalogueError(f"{where} ({asin}): {key!r} is {_json_type(row[key])}; it must be a string")
+    description = row.get("full_description")
+    if description is not None and not isinstance(description, str):
+        raise CatalogueError(f"{where} ({asin}): 'full_description' is {_json_type(description)}; "
+                             f"it must be a string (or null)")
     bullets = row.get("small_description") or []
     if isinstance(bullets, str):
         bullets = [bullets]
+    if not isinstance(bullets, list) or not all(isinstance(b, str) for b in bullets):
+        raise CatalogueError(f"{where} ({asin}): 'small_description' must be a list of strings or one string")
     options: dict[str, tuple[str, ...]] = {}
-    for option_type, values in (row.get("customization_options") or {}).items():
+    raw_options = row.get("customization_options") or {}
+    if not isinstance(raw_options, dict):
+        raise CatalogueError(f"{where} ({asin}): 'customization_options' is {_json_type(raw_options)}; it must "
+                             f"be an object {{type: [{{\"value\": ...}}, ...]}}")
+    for option_type, values in raw_options.items():
         if values is None:
             continue
-        options[option_type.lower()] = tuple(_normalise_option(v["value"]) for v in values)
-    attrs = attributes.get(row["asin"], {}).get("attributes") or ["DUMMY_ATTR"]
+        if not isinstance(values, list):
+            raise CatalogueError(f"{where} ({asin}): customization_options[{option_type!r}] is "
+                                 f"{_json_type(values)}; it must be a list of {{\"value\": ...}} objects")
+        normalised = []
+        for k, value in enumerate(values):
+            if not isinstance(value, dict) or not isinstance(value.get("value"), str):
+                got = "lacks 'value'" if isinstance(value, dict) and "value" not in value else (
+                    f"has {_json_type(value.get('value'))} 'value'" if isinstance(value, dict)
+                    else f"is {_json_type(value)}")
+                raise CatalogueError(f"{where} ({asin}): customization_options[{option_type!r}][{k}] {got}; "
+                                     f"each option must be an object with a string \"value\"")
+            normalised.append(_normalise_option(value["value"]))
+        options[option_type.lower()] = tuple(normalised)
+    entry = attributes.get(asin, {})
+    if not isinstance(entry, dict):
+        raise CatalogueError(f"{attributes_file}: the entry of {asin} is {_json_type(entry)}; it must be an "
+                             f"object {{\"attributes\": [...], ...}}")
+    attrs = entry.get("attributes") or ["DUMMY_ATTR"]
+    if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
+        raise CatalogueError(f"{attributes_file}: the 'attributes' of {asin} are {_json_type(attrs)}; they must "
+                             f"be a list of strings")
     return Product(
-        asin=str(row["asin"]), category=str(row["category"]), query=str(row["query"]).lower().strip(),
-        name=str(row["name"]), product_category=str(row["product_category"]),
-        description=str(row.get("full_description") or ""), bullets=tuple(map(str, bullets)),
-        pricing=_pricing(row["pricing"], where), options=options, attributes=tuple(attrs),
+        asin=asin, category=row["category"], query=row["query"].lower().strip(),
+        name=row["name"], product_category=row["product_category"],
+        description=description or "", bullets=tuple(bullets),
+        pricing=_pricing(row["pricing"], f"{where} ({asin})"), options=options, attributes=tuple(attrs),
     )
 
 
 def _pricing(raw: Any, where: str) -> tuple[float, ...]:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        if not np.isfinite(raw) or raw < 0:
+            raise CatalogueError(f"{where}: pricing {raw!r} is not a price; write \"$12.99\" or \"$5 - $9\"")
+        return (float(raw),)
+    if raw is not None and not isinstance(raw, str):
+        raise CatalogueError(f"{where}: pricing is {_json_type(raw)}; write a string such as \"$12.99\" or "
+                             f"\"$5 - $9\" (empty: $100)")
     try:
         return parse_pricing(raw)
     except CatalogueError as err:
@@ -203,6 +267,19 @@ def price_upper(price: float, rng: np.random.Generator) -> float:
     return float(max(candidates[i] for i in picks))
 
 
+def _upper_keys(data: dict, path: Path) -> dict:
+    """``data`` keyed by upper-case ASIN; two keys that differ only in case are refused."""
+    out: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    for key, value in data.items():
+        upper = key.upper()
+        if upper in out:
+            raise CatalogueError(f"{path}: keys {written[upper]!r} and {key!r} differ only in case, and ASINs are "
+                                 f"matched upper-cased; merge or rename them")
+        out[upper], written[upper] = value, key
+    return out
+
+
 def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool = False) -> Catalogue:
     """Read a catalogue folder (official or generated). ``seed`` draws the prices
     of products sold in a price range and the goals' price limits, and shuffles
@@ -211,26 +288,50 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
     An instruction for a product the products file lacks is an error, unless
     ``skip_unknown_goals``: then it is ignored, as the official loader ignores
     the human instructions of products outside ``items_shuffle_1000.json``, and
-    ``Catalogue.skipped_goals`` counts them."""
+    ``Catalogue.skipped_goals`` counts them.
+
+    ASINs are upper-cased (the site upper-cases the IDs it is clicked with), in
+    all three files; two that differ only in case are refused. A file that is
+    not UTF-8 or not JSON, holds the wrong top-level type, or a record whose
+    field has the wrong type (attributes not a list of strings, an option
+    without ``value``, a null instruction, a price that is not one) raises
+    ``CatalogueError`` naming the file, the record and the key."""
     folder = Path(folder)
     if not folder.is_dir():
         raise CatalogueError(f"{folder}: no such catalogue folder; generate one with "
                              f"`mage webshop generate --out {folder}`")
-    rows = _read_json(_find(folder, PRODUCTS_FILE))
-    attributes = _read_json(_find(folder, ATTRIBUTES_FILE))
-    instructions = _read_json(_find(folder, INSTRUCTIONS_FILE))
-    if not isinstance(rows, list) or not rows:
-        raise CatalogueError(f"{folder / PRODUCTS_FILE}: expected a non-empty list of products")
+    products_file, attributes_file, instructions_file = (
+        _find(folder, name) for name in (PRODUCTS_FILE, ATTRIBUTES_FILE, INSTRUCTIONS_FILE))
+    rows = _read_json(products_file, list, "a list of products")
+    attributes = _upper_keys(_read_json(attributes_file, dict, "an object {asin: {\"attributes\": [...]}}"),
+                             attributes_file)
+    instructions = _upper_keys(_read_json(instructions_file, dict, "an object {asin: [instructions]}"),
+                               instructions_file)
+    if not rows:
+        raise CatalogueError(f"{products_file}: expected a non-empty list of products")
     rng = np.random.default_rng(seed)
-    products, seen = [], set()
+    products: list[Product] = []
+    seen: dict[str, tuple[int, str]] = {}  # upper-case asin -> (row, asin as written)
     for i, row in enumerate(rows):
+        where = f"{products_file} item {i}"
         if not isinstance(row, dict):
-            raise CatalogueError(f"{folder / PRODUCTS_FILE}: item {i} is not an object")
-        asin = str(row.get("asin", ""))
-        if asin == "nan" or len(asin) > 10 or asin in seen:
+            raise CatalogueError(f"{where}: {_json_type(row)}, not a product object")
+        if "asin" in row and not isinstance(row["asin"], str):
+            raise CatalogueError(f"{where}: 'asin' is {_json_type(row['asin'])}; it must be a string")
+        written = row.get("asin", "")
+        asin = written.upper()  # the site upper-cases the IDs it is given
+        if written == "nan" or len(asin) > 10:
             continue  # as the official loader
-        seen.add(asin)
-        products.append(_product(row, attributes, f"{folder / PRODUCTS_FILE} item {i}"))
+        if "asin" in row and not asin.strip():
+            raise CatalogueError(f"{where}: 'asin' is empty; every product needs its ID")
+        if asin in seen:
+            first, first_written = seen[asin]
+            if first_written == written:
+                continue  # a repeated product: the official loader keeps the first
+            raise CatalogueError(f"{where}: asin {written!r} and item {first}'s {first_written!r} differ only in "
+                                 f"case, and ASINs are matched upper-cased; rename one")
+        seen[asin] = (i, written)
+        products.append(_product(row, asin, attributes, where, attributes_file))
     prices = {}
     for p in products:
         if not p.pricing:
@@ -240,28 +341,38 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
         else:
             prices[p.asin] = round(float(rng.uniform(p.pricing[0], p.pricing[1])), 2)
     by_asin = {p.asin: p for p in products}
-    if not isinstance(instructions, dict):
-        raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: expected an object {{asin: [instructions]}}")
     goals, skipped = [], 0
     for asin, entries in instructions.items():
         if asin not in by_asin:
             if skip_unknown_goals:
                 skipped += len(entries) if isinstance(entries, list) else 1
                 continue
-            raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: goal for product {asin!r}, which "
-                                 f"{PRODUCTS_FILE} does not have (with the official 1000-product file, "
+            raise CatalogueError(f"{instructions_file}: goal for product {asin!r}, which "
+                                 f"{products_file.name} does not have (with the official 1000-product file, "
                                  f"set env.webshop.skip_unknown_goals: true to ignore such goals)")
         if not isinstance(entries, list):
-            raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: the instructions of {asin} are not a list")
+            raise CatalogueError(f"{instructions_file}: the instructions of {asin} are {_json_type(entries)}; "
+                                 f"they must be a list of {{\"instruction\": ..., \"instruction_attributes\": [...]}}")
         product = by_asin[asin]
-        for entry in entries:
+        for j, entry in enumerate(entries):
+            where = f"{instructions_file}: instruction {j} of {asin}"
             if not isinstance(entry, dict):
-                raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: an instruction of {asin} is not an object")
+                raise CatalogueError(f"{where} is {_json_type(entry)}, not an object")
             for key in ("instruction", "instruction_attributes"):
                 if key not in entry:
-                    raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: an instruction of {asin} lacks {key!r}")
-            if not entry["instruction_attributes"]:
+                    raise CatalogueError(f"{where} lacks {key!r}")
+            wanted = entry["instruction_attributes"]
+            if wanted is not None and (not isinstance(wanted, list) or not all(isinstance(a, str) for a in wanted)):
+                raise CatalogueError(f"{where}: 'instruction_attributes' is {_json_type(wanted)}; it must be a "
+                                     f"list of strings")
+            if not wanted:
                 continue  # as the official loader
+            if not isinstance(entry["instruction"], str) or not entry["instruction"].strip():
+                got = "empty" if isinstance(entry["instruction"], str) else f"{_json_type(entry['instruction'])}"
+                raise CatalogueError(f"{where}: 'instruction' is {got}; it must be the instruction text")
+            wanted_options = entry.get("instruction_options") or []
+            if not isinstance(wanted_options, list) or not all(isinstance(o, str) for o in wanted_options):
+                raise CatalogueError(f"{where}: 'instruction_options' must be a list of strings (option values)")
             upper = price_upper(prices[asin], rng)
             text = entry["instruction"].strip(".")
             if upper < 1_000_000:
@@ -269,12 +380,12 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
             goals.append(Goal(
                 asin=asin, category=product.category, query=product.query, name=product.name,
                 product_category=product.product_category, instruction=text,
-                attributes=tuple(entry["instruction_attributes"]),
-                options=tuple(_normalise_option(o) for o in entry.get("instruction_options") or ()),
+                attributes=tuple(wanted),
+                options=tuple(_normalise_option(o) for o in wanted_options),
                 price_upper=upper,
             ))
     if not goals:
-        raise CatalogueError(f"{folder / INSTRUCTIONS_FILE}: no usable goal (every instruction "
+        raise CatalogueError(f"{instructions_file}: no usable goal (every instruction "
                              f"needs instruction_attributes)")
     order = rng.permutation(len(goals))
     return Catalogue(products=tuple(products), prices=prices, goals=tuple(goals[i] for i in order),
