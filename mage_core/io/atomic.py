@@ -1,16 +1,20 @@
 """Write files so that a crash never leaves a half-written or corrupted one.
 
 The new content goes to a temporary file in the same folder, is flushed to
-disk, then renamed over the target: readers see the old file or the new one.
+disk, then renamed over the target: readers see the old file or the new one. A
+folder's whole content is swapped in the same way (``replace_dir``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 _UMASK = os.umask(0)
@@ -26,6 +30,63 @@ def staging_dir(parent: str | Path, prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(path, DIR_MODE)
     return path
+
+
+def check_writable(parent: str | Path, prefix: str = ".mage-write-check-") -> None:
+    """Raise ``OSError`` unless a folder can be made in ``parent`` (made, with its own
+    parents, when missing): the check a command runs before any work, so that an output
+    folder it cannot write stops it at once rather than after the work."""
+    parent = Path(parent)
+    existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():  # mkdir would say only "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(existing))
+    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        probe = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as err:  # named by the folder, not by the probe's random name
+        raise type(err)(err.errno, err.strerror, str(parent)) from None
+    probe.rmdir()
+
+
+def writable_problem(err: OSError) -> str:
+    """``check_writable``'s error as the end of a one-line message naming the fix."""
+    where = f": {err.filename}" if err.filename else ""
+    return f"cannot write there ({err.strerror or err}{where}); choose another --out or fix its permissions"
+
+
+@contextlib.contextmanager
+def replace_dir(target: str | Path) -> Iterator[Path]:
+    """Build a folder's whole content in a staging folder next to ``target`` (yielded),
+    then swap it in: an existing ``target`` is replaced only once the new content is
+    complete. If the body (or the swap) fails, ``target`` is left as it was and the
+    staging folder is removed, so readers see the old set of files or the new one,
+    never a mix."""
+    target = Path(target)
+    if target.is_symlink():  # a linked output folder stays linked: its content is what is replaced
+        target = target.resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = staging_dir(target.parent, f".{target.name}.tmp-")
+    try:
+        yield staging
+        if not target.exists():
+            os.replace(staging, target)
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        try:
+            os.replace(target, old / target.name)
+        except BaseException:
+            old.rmdir()
+            raise
+        try:
+            os.replace(staging, target)
+        except BaseException:
+            os.replace(old / target.name, target)  # put the old one back (kept aside if even that fails)
+            old.rmdir()
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:

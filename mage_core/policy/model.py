@@ -10,8 +10,6 @@ code loads a real Qwen3-4B checkpoint copied to disk.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -26,7 +24,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from mage_core.io.atomic import sha256_file, staging_dir
+from mage_core.io.atomic import replace_dir, sha256_file
 
 #: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
 MANIFEST = "mage-policy.json"
@@ -120,23 +118,11 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     one is complete, so a crash never leaves a half-written policy.
     """
     target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = staging_dir(target.parent, f".{target.name}.tmp-")
-    try:
+    with replace_dir(target) as staging:
         model.save_pretrained(staging, safe_serialization=True,
                               state_dict=dict(state_dict) if state_dict is not None else None)
         tokenizer.save_pretrained(staging)
         write_manifest(staging)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / target.name)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return target
 
 

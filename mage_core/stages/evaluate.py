@@ -21,7 +21,10 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
   every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
 
-Files are written atomically; nothing is written if the contract fails. With
+The three files are built in a staging folder next to ``--out`` and swapped in
+together once all are written: an existing ``--out`` is replaced whole, never left
+holding a mix of two evaluations; nothing is written if the contract fails.
+``--out`` is checked before any work (``check_out_dir``). With
 ``tracking.mlflow`` the run (params, metrics, the three files) goes to MLflow.
 """
 
@@ -39,7 +42,8 @@ from mage_core.evaluation.contracts import trial_rules, validate
 from mage_core.evaluation.meta_eval import summarize_trials
 from mage_core.evaluation.suites import WHICH, Suite, suites_for
 from mage_core.evaluation.trials import SEAT_NAMES, TRIAL_COLUMNS, trial_rows
-from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
+from mage_core.io.atomic import (check_writable, replace_dir, writable_problem, write_bytes_atomic,
+                                 write_json_atomic, write_text_atomic)
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.runs import StageIdentity, check_tracking, open_mlflow_run
@@ -121,6 +125,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     from mage_core.stages.task_data import check_task_data
 
     check_task_data(cfg, "evaluate")  # WebShop's catalogue, before anything is loaded or written
+    check_out_dir(out_dir)  # a folder that cannot be written stops now, not after the evaluation
     if not (policy_dir / "config.json").is_file():
         raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
                                            "`mage train` output's best/ or policy-init/, or a local HF model folder"])
@@ -171,20 +176,49 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     frame = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     opponents = sorted({e.opponent for s in suites for e in s.entries} | {"none"})
     validate(frame, "trials", trial_rules(k, reward_bounds(cfg, game), opponents, [s.name for s in suites]))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out_dir / "trials.parquet", frame.to_parquet(index=False))
-    write_json_atomic(out_dir / "metrics.json", {"game": game, "episodes_per_meta_episode": k,
-                                                "policy": str(policy_dir), "metrics": metrics,
-                                                # how the meta-episodes were played (what the Kuhn ceilings assume)
-                                                "protocol": {"restart": trainer.eval_settings.restart,
-                                                             "early_stop": trainer.eval_settings.early_stop},
-                                                # the report set: never the set that picked the policy
-                                                "report_set": {"seed": cfg.evaluation.seed,
-                                                               "meta_episodes_per_opponent_seat": n}})
-    write_text_atomic(out_dir / "transcripts.txt", "\n".join(samples))
-    if cfg.tracking.mlflow:
+    summary_file = {"game": game, "episodes_per_meta_episode": k, "policy": str(policy_dir), "metrics": metrics,
+                    # how the meta-episodes were played (what the Kuhn ceilings assume)
+                    "protocol": {"restart": trainer.eval_settings.restart,
+                                 "early_stop": trainer.eval_settings.early_stop},
+                    # the report set: never the set that picked the policy
+                    "report_set": {"seed": cfg.evaluation.seed, "meta_episodes_per_opponent_seat": n}}
+    with replace_dir(out_dir) as staging:  # the whole set, swapped in at once: never a mix of two evaluations
+        _write_outputs(staging, frame, summary_file, samples)
+    if cfg.tracking.mlflow:  # the files from where they now are
         _track(cfg, policy_dir, out_dir, which, n, {**metrics, **timings}, run_name)
     return metrics
+
+
+#: What ``mage evaluate`` writes into ``--out`` (the whole folder's content).
+OUTPUTS = ("trials.parquet", "metrics.json", "transcripts.txt")
+
+
+def _write_outputs(folder: Path, frame: Any, metrics_file: dict[str, Any], samples: list[str]) -> None:
+    write_bytes_atomic(folder / "trials.parquet", frame.to_parquet(index=False))
+    write_json_atomic(folder / "metrics.json", metrics_file)
+    write_text_atomic(folder / "transcripts.txt", "\n".join(samples))
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out`` before any work: its parent must take a new folder (the outputs are built
+    next to it and swapped in), and an existing folder must hold only an earlier
+    evaluation's outputs (the swap replaces the whole folder)."""
+    problem = None
+    if out_dir.exists() and not out_dir.is_dir():
+        problem = f"{out_dir} is a file, not a folder; choose another --out"
+    elif out_dir.is_dir():
+        foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in OUTPUTS)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            problem = (f"{out_dir} holds files `mage evaluate` does not write ({shown}); its outputs replace the "
+                       "whole folder: choose a new or empty folder, or one an earlier `mage evaluate` wrote")
+    if problem is None:
+        try:
+            check_writable(out_dir.resolve().parent)
+        except OSError as err:
+            problem = f"{out_dir}: {writable_problem(err)}"
+    if problem is not None:
+        raise ConfigError("command line", [f"--out: {problem}"])
 
 
 def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, metrics: dict[str, float],
@@ -204,7 +238,7 @@ def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, met
                         "evaluate.suites": which, "evaluate.per_opponent_seat": n})
         run.log_metrics(0, metrics)
         log_comparison(run, metrics, cfg.env.name, cfg.algorithm.preset, policy_dir, ENV_LABELS)
-        for name in ("trials.parquet", "metrics.json", "transcripts.txt"):
+        for name in OUTPUTS:
             run.log_artifact(out_dir / name)
 
 

@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mage_core.config import Config, ConfigError, PolicyConfig, load_config
-from mage_core.io.atomic import write_json_atomic, write_text_atomic
+from mage_core.io.atomic import check_writable, writable_problem, write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
@@ -257,6 +257,7 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         require_built(cfg.backend.generator, cfg.backend.engine)  # before any process starts
         check_data_parallel(cfg, ranks)
         stage_device(cfg)  # GPUs asked for and not there: now, not once per rank
+        check_out_dir(out_dir)  # an unwritable --out: one line now, not from rank 0 under torchrun
         command = launch_command(ranks, args)
         console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
         return subprocess.call(command)
@@ -648,12 +649,21 @@ def join_ranks(world: int) -> Ranks:
     return ranks
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """``--out`` made (with its parents) and written to before any work: a folder that
+    cannot be written stops the run now, in one line, not at its first checkpoint."""
+    try:
+        check_writable(out_dir)
+    except OSError as err:
+        raise ConfigError("command line", [f"--out: {out_dir}: {writable_problem(err)}"]) from None
+
+
 def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool | Literal["auto"], digest: str,
                      code: str, cfg: Config) -> Path | None:
     """Rank 0's preparation of ``out_dir``: the checkpoint to resume (or None), the
     outputs of a run that must not be continued moved aside (never deleted), the
     tracking store checked."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out_dir)
     latest = checkpoints.latest()
     why = _not_resumable(checkpoints, latest, cfg, digest, code) if resume == "auto" else None
     if why is not None:

@@ -144,3 +144,100 @@ def test_exploration_suite_has_its_exact_ceilings_and_opening_bets(policy: Path,
     paper = evaluate(cfg.model_copy(update={"population": parse_config(PARAMS).population}), policy,
                      tmp_path / "paper", "in_domain", per_opponent_seat=1)
     assert {f"opening_bet_{card}_ep1" for card in "JQK"} <= {key.split("/")[-1] for key in paper}
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_an_unwritable_out_stops_before_any_work(policy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: `evaluate` found it could not write --out only after the whole evaluation.
+    (Root ignores permissions: a parent that is a file stands in for a read-only one.)"""
+    import os
+
+    import yaml
+
+    from mage_core.cli import main
+    from mage_core.trainers.meta_rl import MetaRLTrainer
+
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the evaluation ran before --out was checked")
+
+    monkeypatch.setattr(MetaRLTrainer, "run_suite", no_work)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = blocker / "eval"
+    with pytest.raises(ConfigError) as raised:
+        evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=1)
+    assert raised.value.problems == [raised.value.problems[0]]
+    assert raised.value.problems[0].startswith(f"--out: {out}: cannot write there (")
+    assert "choose another --out or fix its permissions" in raised.value.problems[0]
+    # The CLI: the error's one line, exit 2, nothing written.
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(PARAMS))
+    capsys.readouterr()
+    assert main(["evaluate", "--params", str(params), "--policy", str(policy), "--out", str(out),
+                 "--suites", "in_domain", "--per-pair", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--out:" in err and "cannot write there" in err
+    assert blocker.read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "p.yaml"]
+    if os.geteuid() != 0:  # a read-only parent, where permissions hold
+        (tmp_path / "ro").mkdir(mode=0o500)
+        with pytest.raises(ConfigError, match="cannot write there .Permission denied"):
+            evaluate(parse_config(PARAMS), policy, tmp_path / "ro" / "eval", "in_domain", per_opponent_seat=1)
+        assert not any((tmp_path / "ro").iterdir())
+        (tmp_path / "ro").chmod(0o700)
+    # --out a file, or a folder holding files evaluate does not write (it replaces the folder whole).
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        evaluate(parse_config(PARAMS), policy, blocker, "in_domain", per_opponent_seat=1)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"holds files `mage evaluate` does not write \(notes.txt\)"):
+        evaluate(parse_config(PARAMS), policy, tmp_path / "other", "in_domain", per_opponent_seat=1)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_disk_full_midway_leaves_the_previous_outputs_whole(policy: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: disk full while `evaluate` rewrote a folder left a new trials.parquet beside
+    the old metrics.json. The outputs are built next to --out and swapped in whole."""
+    import errno
+
+    from mage_core.stages import evaluate as stage
+
+    out = tmp_path / "eval"
+    evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=1)
+    before = _snapshot(out)
+    assert sorted(before) == ["metrics.json", "transcripts.txt", "trials.parquet"]
+
+    def disk_full(path: Path, data: object) -> Path:  # metrics.json: after trials.parquet was written
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(stage, "write_json_atomic", disk_full)
+    with pytest.raises(OSError, match="No space left on device"):
+        evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=2)
+    assert _snapshot(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["eval"]  # no staging folder left
+    # A failed swap puts the old folder back.
+    monkeypatch.undo()
+    import os
+
+    real_replace = os.replace
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        if Path(dst) == out and Path(src).name.startswith(".eval.tmp-"):  # the new folder's swap, not the restore
+            raise OSError(errno.EIO, "Input/output error", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="Input/output error"):
+        evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=2)
+    assert _snapshot(out) == before and [p.name for p in tmp_path.iterdir()] == ["eval"]
+    monkeypatch.undo()
+    # A complete run replaces the whole set.
+    evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=2)
+    after = _snapshot(out)
+    assert sorted(after) == sorted(before) and after["trials.parquet"] != before["trials.parquet"]
+    assert json.loads(after["metrics.json"])["report_set"]["meta_episodes_per_opponent_seat"] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["eval"]

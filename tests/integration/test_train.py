@@ -295,3 +295,28 @@ def test_two_identical_trainings_write_byte_identical_cached_outputs(tmp_path: P
         timed = {key for key in run.data.metrics if key.startswith("train/time/")}
         assert {"train/time/iteration_s", "train/time/rollout_s", "train/time/total_s"} <= timed
         assert [m.step for m in client.get_metric_history(run.info.run_id, "train/time/iteration_s")] == [1, 2]
+
+
+def test_an_unwritable_out_is_one_line_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: a --out that cannot be written is one line naming the folder and the fix,
+    exit 2, nothing written (tests run as root, which ignores permissions: a parent that
+    is a file stands in for a read-only one)."""
+    from mage_core.cli import main
+    from mage_core.stages import train as stage
+
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the policy was built before --out was checked")
+
+    monkeypatch.setattr(stage, "build_policy", no_work)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(PARAMS))
+    capsys.readouterr()
+    assert main(["train", "--params", str(params), "--out", str(blocker / "run")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert f"--out: {blocker / 'run'}: cannot write there (" in err
+    assert "choose another --out or fix its permissions" in err
+    assert blocker.read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "p.yaml"]
