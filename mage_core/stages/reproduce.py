@@ -26,6 +26,7 @@ from rich.console import Console
 
 from mage_core.config import ConfigError, apply_values, load_config, parse_config
 from mage_core.io.atomic import write_text_atomic
+from mage_core.io.workspace_lock import LOCK_NAME, WorkspaceBusy, workspace_lock
 
 console = Console(soft_wrap=True)
 PROFILE_ROOT = Path("artifacts") / "profiles"
@@ -51,6 +52,12 @@ def _run(cmd: list[str], cwd: Path) -> None:
         raise RuntimeError(f"`{' '.join(cmd)}` failed in {cwd}:\n{done.stderr or done.stdout}")
 
 
+#: What a workspace's git leaves out: DVC's outputs, MLflow's store, the run lock.
+WORKSPACE_IGNORED = ("artifacts/", "mlflow.db", "mlflow.db.init-lock", "mlartifacts/", "dvc_plots/", LOCK_NAME)
+#: What a workspace's git commits: its inputs and DVC's record of them, never an output.
+WORKSPACE_INPUTS = ("params.yaml", "dvc.yaml", "dvc.lock", ".dvcignore", ".gitignore", ".dvc", "mage_core")
+
+
 def prepare_workspace(project: Path, profile: str) -> Path:
     """``artifacts/profiles/<profile>``: params (profile applied), dvc.yaml, code; git + DVC."""
     return write_workspace(project, project / PROFILE_ROOT / profile, profile_params(project / "params.yaml", profile),
@@ -71,10 +78,16 @@ def write_workspace(project: Path, workspace: Path, data: dict[str, Any], label:
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     if not (workspace / ".git").exists():
         _run(["git", "init", "-q"], workspace)
-        write_text_atomic(workspace / ".gitignore", "artifacts/\nmlflow.db\nmlflow.db.init-lock\nmlartifacts/\ndvc_plots/\n")
+    ignored = workspace / ".gitignore"
+    listed = ignored.read_text().splitlines() if ignored.exists() else []
+    missing = [name for name in WORKSPACE_IGNORED if name not in listed]  # an older workspace lacks the lock
+    if missing:
+        write_text_atomic(ignored, "".join(line + "\n" for line in listed + missing))
     if not (workspace / ".dvc").exists():
         _run([sys.executable, "-m", "dvc", "init", "-q"], workspace)
-    _run(["git", "add", "-A"], workspace)
+    # The inputs only: a stage killed mid-write leaves outputs DVC has not git-ignored yet
+    inputs = [name for name in WORKSPACE_INPUTS if (workspace / name).exists()]
+    _run(["git", "add", "-A", "--", *inputs], workspace)
     if subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=workspace, check=False).returncode:
         _run(["git", "-c", "user.name=mage", "-c", "user.email=mage@localhost", "commit", "-q", "-m",
               f"{label}: inputs"], workspace)
@@ -86,6 +99,15 @@ def run(params: str, profile: str | None = None, flow: str = "reproduce") -> int
     load_config(params)  # a bad params file stops here, before anything is written
     if not (project / "dvc.yaml").is_file():
         raise ConfigError("command line", [f"{project}: no dvc.yaml (run from the project root)"])
+    target = project / PROFILE_ROOT / profile if profile else project
+    try:
+        with workspace_lock(target, f"mage {flow}") as lock:  # before anything is written there
+            return _run_locked(project, profile, flow, lock)
+    except WorkspaceBusy as err:
+        raise ConfigError("command line", [str(err)]) from None
+
+
+def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int:
     workspace = prepare_workspace(project, profile) if profile else project
     ws_params = workspace / "params.yaml"
     for name in load_config(ws_params).reproduce.runs:  # every run's own overrides, before any work
@@ -94,18 +116,20 @@ def run(params: str, profile: str | None = None, flow: str = "reproduce") -> int
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
-    if not run_flow([flow, str(workspace)], workspace):
+    if not run_flow([flow, str(workspace)], workspace, lock):
         return 1
     console.print(f"  report:   {workspace / 'reports' / 'report.md'}\n"
                   f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
     return 0
 
 
-def run_flow(args: list[str], project: Path) -> bool:
+def run_flow(args: list[str], project: Path, lock: int | None = None) -> bool:
     """``python -m flows ARGS`` in ``project``; prints how long it took and where its
-    runs are, or that it failed (finished stages are kept). True when it succeeded."""
+    runs are, or that it failed (finished stages are kept). True when it succeeded.
+    ``lock``: the workspace's locked file (``workspace_lock``), held by the flow too."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows", *args], cwd=project, check=False)
+    done = subprocess.run([sys.executable, "-m", "flows", *args], cwd=project, check=False,
+                          pass_fds=(lock,) if lock is not None else ())
     if done.returncode != 0:
         console.print(f"[bold red]the flow failed[/] (exit {done.returncode}); finished stages are kept: "
                       "rerun the same command to resume")

@@ -368,9 +368,15 @@ def run(params: str, grid: str | None = None, vary: Sequence[str] = (), name: st
         console.print(f"  {point.name:<36} {values}")
     if dry_run:
         return 0
-    if not run_flow(["sweep", str(project), *flow_args(grid, vary, name, profile, overrides, max_concurrent, ray)],
-                    project):
-        return 1
+    from mage_core.io.workspace_lock import WorkspaceBusy, workspace_lock
+
+    try:
+        with workspace_lock(sweep.directory, f"mage sweep {sweep.name}") as lock:
+            if not run_flow(["sweep", str(project), *flow_args(grid, vary, name, profile, overrides, max_concurrent,
+                                                               ray)], project, lock):
+                return 1
+    except WorkspaceBusy as err:
+        raise ConfigError("command line", [str(err)]) from None
     console.print(f"  summary:  {sweep.report_dir / 'summary.md'}\n"
                   f"  points:   {sweep.directory}/<point> (each a DVC project: dvc dag, dvc metrics show)")
     return 0
