@@ -18,7 +18,7 @@ from mage_core.trainers.checkpoint import CheckpointManager
 pytestmark = pytest.mark.integration
 
 PARAMS = {"env": {"name": "kuhn_poker"}, "tournament": {"matches": []},
-          "train": {"iterations": 4, "groups_per_iteration": 2, "eval_every": 2, "checkpoint_every": 2,
+          "train": {"iterations": 6, "groups_per_iteration": 2, "eval_every": 2, "checkpoint_every": 2,
                     "league": {"every": 2, "max_members": 3}},
           "algorithm": {"group_size": 2}, "evaluation": {"meta_episodes_per_opponent_seat": 2}}
 
@@ -30,7 +30,7 @@ def records(out: Path) -> list[dict]:
 def test_the_league_grows_with_exploiters_and_snapshots_and_survives_a_resume(tmp_path: Path) -> None:
     cfg = parse_config(PARAMS)
     out = tmp_path / "run"
-    train(cfg, out)
+    train(cfg, out, stop_after=4)  # interrupted after iteration 4 (checkpointed), resumed below
     steps: dict[int, dict] = {}
     for record in records(out):  # an iteration's records merged (the final evaluation comes apart)
         steps.setdefault(record["step"], {}).update(record)
@@ -53,9 +53,8 @@ def test_the_league_grows_with_exploiters_and_snapshots_and_survives_a_resume(tm
         assert float(expected_value(exploiter, past, seat)) == pytest.approx(
             float(best_response([(1, past)], seat)[0]), abs=5e-3)
     assert exploitability(past) == pytest.approx(steps[4]["league/exploiter_value"], abs=5e-3)
-    # A resumed run (6 iterations now) starts from the saved league and extends it.
-    resumed = parse_config({**PARAMS, "train": {**PARAMS["train"], "iterations": 6}})
-    train(resumed, out, resume=True)
+    # The resumed run starts from the saved league and extends it.
+    train(cfg, out, resume=True)
     _, _, saved, _ = CheckpointManager(out / "checkpoints").load()
     assert [name for name, _ in saved["league"]] == ["league_past_4", "league_exploiter_6", "league_past_6"]
 
