@@ -48,7 +48,7 @@ PHASES = ("rollout_s", "samples_s", "logprobs_s", "update_s", "iteration_s")
 
 
 def build(params: str, game: str, overrides: list[str], out: Path):
-    from mage_core.stages.train import build_policy, make_codec, make_engine, make_generator
+    from mage_core.stages.train import build_policy, make_codec, make_engine, make_generator, stage_device
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
     data = load_config(params).model_dump(mode="json")
@@ -57,6 +57,7 @@ def build(params: str, game: str, overrides: list[str], out: Path):
     cfg = parse_config(apply_overrides(data, overrides), "benchmark overrides")
     torch.set_num_threads(cfg.train.num_threads)
     tokenizer, model = build_policy(cfg, out)
+    model.to(stage_device(cfg))  # as `mage train` places it (backend.gpus)
     generator = make_generator(cfg, tokenizer, out / "policy-init", model)
     engine = make_engine(cfg, model)
     return cfg, MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy)), model
@@ -97,6 +98,9 @@ def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, 
     for chunk in np.array_split(np.arange(len(metas)), cfg.train.mini_batches_per_epoch):
         mini = [samples[i] for k in chunk for i in range(int(bounds[k]), int(bounds[k + 1]))]
         update_batches += [_batch_tensors([mini[i] for i in batch]) for batch in micro_batches(mini, budget)]
+    device = next(model.parameters()).device
+    turn_batches = [ids.to(device) for ids in turn_batches]
+    update_batches = [tuple(t.to(device) for t in batch) for batch in update_batches]
     rollout_tokens = sum(int(b.numel()) for b in turn_batches)
     update_tokens = sum(int(b[0].numel()) for b in update_batches) * cfg.train.ppo_epochs
 
@@ -113,12 +117,19 @@ def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, 
                 torch.log_softmax(logits, -1).sum().backward()
         model.zero_grad(set_to_none=True)
 
+    def sync() -> None:  # GPU work is asynchronous: wait for it before reading the clock
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     times = []
     for _ in range(repeats):
+        sync()
         t0 = time.perf_counter()
         rollout_pass()
+        sync()
         t1 = time.perf_counter()
         update_pass()
+        sync()
         times.append((t1 - t0, time.perf_counter() - t1))
     return (statistics.median(t[0] for t in times), statistics.median(t[1] for t in times),
             rollout_tokens, update_tokens)

@@ -284,9 +284,12 @@ def _sample(logits: torch.Tensor, sampling: SamplingParams, generator: RowGenera
     probs = torch.softmax(_filtered_scores(logits, sampling), dim=-1)
     if isinstance(generator, torch.Generator):
         return torch.multinomial(probs.to(generator.device), 1, generator=generator)[:, 0].to(probs.device)
-    tokens = torch.zeros(probs.shape[0], dtype=torch.long, device=probs.device)
+    tokens = torch.zeros(probs.shape[0], dtype=torch.long)
     rows = range(probs.shape[0]) if active is None else active.nonzero()[:, 0].tolist()
+    copies: dict[torch.device, torch.Tensor] = {}  # one copy of the batch per generator device, not one per row
     for i in rows:
         g = generator[i]
-        tokens[i] = torch.multinomial(probs[i].to(g.device), 1, generator=g)[0]
-    return tokens
+        if g.device not in copies:
+            copies[g.device] = probs.to(g.device)
+        tokens[i] = torch.multinomial(copies[g.device][i], 1, generator=g)[0]
+    return tokens.to(probs.device)

@@ -434,6 +434,11 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     if not main:
         tokenizer, model = build_policy(cfg, out_dir)  # reads rank 0's policy-init/ (or model.path)
     model.to(device)
+    if cfg.backend.engine == "deepspeed" and cfg.backend.precision == "bf16":
+        # DeepSpeed trains bf16 weights (fp32 master copies in its optimizer): the rollout copy and the
+        # reference policy, both taken before the engine casts the model, must hold the same bf16 weights,
+        # or PPO's ratio and the KL term start away from 1 and 0.
+        model.to(torch.bfloat16)
     t = cfg.train
     model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
     generator = make_generator(cfg, tokenizer, model_dir, model)

@@ -1,0 +1,579 @@
+"""The GPU paths in one command: `mage train` on CUDA, memory against `mage doctor`, throughput, engine equivalence.
+
+Usage (docs/scale-out.md "GPU check" says how it travels to a GPU machine)::
+
+    python benchmarks/gpu_check.py --out DIR                 # on a CUDA machine (~5 min on one H100/H200)
+    python benchmarks/gpu_check.py --out DIR --device cpu    # its CPU twin (~4 min on 2 cores; slow test tier)
+
+Each check runs in its own process (a crash or a hang costs that check only; CUDA
+memory peaks are per process) and writes one JSON; at the end a table goes to
+stdout and ``DIR/gpu_check.json``, ``DIR/gpu_check.md`` and ``DIR/gpu_check.log``
+(every check's output) are written. The checks, in the order they run:
+
+- ``equivalence``: the CPU equivalence test's case (tests/integration/
+  test_deepspeed_engine.py: a tiny fp32 Qwen3, three PPO mini-batches) on the
+  device: DeepSpeed ZeRO 0, 2 and 3 (world size 1; NCCL on CUDA, gloo on CPU)
+  against the torch engine, max |parameter difference| against the CPU test's
+  bound 1e-6, the step metrics within its relative 1e-5.
+- ``train_kuhn``, ``train_sokoban``, ``train_kuhn_ds2_bf16``: ``mage train`` (the
+  command line, as a user runs it) on the embedded model, ``backend.gpus: 1``, a
+  few iterations (the last on DeepSpeed ZeRO-2 in bf16); the outputs are read
+  back (summary, finite losses, ``best/`` loads).
+- ``build_real``, then ``train_real_*``: a random-initialised Qwen3 of
+  Qwen3-0.6B's dimensions (28 layers, hidden 1024; the embedded tokenizer's
+  vocabulary), bf16, saved as a local model folder (no download), and ``mage
+  train`` on it with the torch engine and DeepSpeed ZeRO-2 and ZeRO-3, chunked
+  log-probabilities off and on.
+- ``memory_*``: one training step of a Qwen3-0.6B-sized model with the real
+  vocabulary (151,936) on a fixed micro-batch (8 rows of 2,048 tokens, 512 of
+  them scored) per engine x chunking: ``torch.cuda.max_memory_allocated`` of
+  the step next to ``mage doctor``'s estimate (``backends.memory.training_memory``
+  with the same shape and settings) and their ratio; the update's tokens/s next
+  to a bare forward+backward of the same rows.
+- ``speed``: ``benchmarks/bench_train_speed.py``'s measure on the device with the
+  Qwen3-0.6B-dimension model in free-text mode: rollout (HF generate) and update
+  tokens/s, and each phase against the bare model passes over the same tokens.
+
+Phase one (equivalence and the training runs) runs ``--jobs`` checks at once;
+the timed checks (memory, speed) run alone afterwards. ``--budget-s`` bounds the
+whole run: a check that cannot start in time is reported as skipped. On CPU the
+model sizes shrink (``--size tiny``) and no memory peak is read (there is no
+allocator statistic); the twin runs every code path all the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+GIB = 1024**3
+
+#: Qwen3-0.6B's dimensions (its config.json); the vocabulary is the real one in the memory checks only.
+REAL = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+            num_key_value_heads=8, head_dim=128, rope_theta=1_000_000.0, tie_word_embeddings=True)
+QWEN3_VOCAB = 151_936
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, rope_theta=1_000_000.0, tie_word_embeddings=True)
+#: The memory check's micro-batch: rows x tokens, scored (response) positions per row.
+MEMORY_SHAPE = {"real": (8, 2048, 512), "tiny": (4, 256, 64)}
+ENGINES = {"torch": ("torch", 0), "ds2": ("deepspeed", 2), "ds3": ("deepspeed", 3)}
+CHUNK = 1024
+
+
+# ----------------------------------------------------------------------------- helpers inside a check
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _mage_train(args: argparse.Namespace, out: Path, sets: list[str], iterations: int) -> dict[str, Any]:
+    """``mage train`` as a user runs it, on the check's device; its outputs read back."""
+    gpus = 1 if args.device == "cuda" else 0
+    cmd = [sys.executable, "-m", "mage_core", "train", "--out", str(out), "--iterations", str(iterations),
+           "--set", f"backend.gpus={gpus}", "--set", "tracking.mlflow=false", "--set", "train.eval_every=0",
+           "--set", "train.checkpoint_every=1", "--set", "evaluation.meta_episodes_per_opponent_seat=4"]
+    for s in sets:
+        cmd += ["--set", s]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n", flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mage train exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "train/ppo/loss" in r]
+    losses = [r["train/ppo/loss"] for r in steps]
+    if len(steps) != iterations or not all(math.isfinite(x) for x in losses):
+        raise RuntimeError(f"metrics.jsonl: {len(steps)} iteration rows of {iterations}, losses {losses}")
+    summary = json.loads((out / "summary.json").read_text())
+    from mage_core.policy.model import load_policy
+
+    model, _ = load_policy(out / "best")
+    import torch
+
+    finite = all(bool(torch.isfinite(p.float()).all()) for p in model.parameters())
+    if not finite:
+        raise RuntimeError("best/ holds non-finite weights")
+    return {"wall_s": round(wall, 1), "iterations": iterations, "last_loss": losses[-1],
+            "grad_norm": steps[-1].get("train/ppo/grad_norm"), "best_iteration": summary.get("best_iteration"),
+            "best_score": summary.get("best_score"), "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def _real_config(size: str, vocab: int, tokenizer: Any = None) -> Any:
+    from transformers import Qwen3Config
+
+    dims = REAL if size == "real" else TINY
+    ids = {} if tokenizer is None else dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                                            eos_token_id=tokenizer.eos_token_id)
+    return Qwen3Config(vocab_size=vocab, max_position_embeddings=4096, **dims, **ids)
+
+
+# ----------------------------------------------------------------------------- the checks
+def check_equivalence(args: argparse.Namespace) -> dict[str, Any]:
+    """The CPU test's engine equivalence case, on the device."""
+    import torch
+
+    from mage_core.backends.deepspeed_engine import DeepSpeedEngine
+    from mage_core.backends.torch_engine import TorchEngine
+    from tests.integration.test_deepspeed_engine import ATOL, batches, max_difference, tiny_model, train
+
+    common = dict(learning_rate=3e-3, weight_decay=0.01, max_grad_norm=0.5, max_tokens_per_micro_batch=64,
+                  reference_model="copy")
+    data = batches(seed=1)
+
+    def make(stage: int | None) -> Any:
+        model = tiny_model().to(args.device)
+        return TorchEngine(model, **common) if stage is None else DeepSpeedEngine(model, **common, zero_stage=stage)
+
+    reference = make(None)
+    ref_metrics = train(reference, data)
+    moved = max_difference(make(None), reference)
+    result: dict[str, Any] = {"bound": ATOL, "moved": moved}
+    worst_metric = 0.0  # the CPU test's approx(rel=1e-5, abs=1e-7): |d - r| / max(1e-5 |r|, 1e-7), at most 1
+    for stage in (0, 2, 3):
+        ds = make(stage)
+        metrics = train(ds, data)
+        result[f"zero{stage}_max_param_diff"] = max_difference(reference, ds)
+        for r, d in zip(ref_metrics, metrics):
+            for key in ("loss", "pg_loss", "entropy", "kl", "clip_frac", "grad_norm"):
+                worst_metric = max(worst_metric, abs(d[key] - r[key]) / max(1e-5 * abs(r[key]), 1e-7))
+        del ds
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    result["metrics_vs_tolerance"] = worst_metric
+    worst = max(result[f"zero{s}_max_param_diff"] for s in (0, 2, 3))
+    result["ok"] = bool(worst < ATOL and worst_metric <= 1.0 and moved > 1e-3)
+    if not result["ok"]:
+        raise AssertionError(f"DeepSpeed vs torch engine: max parameter difference {worst:.3g} (bound {ATOL}), "
+                             f"metrics {worst_metric:.3g} of their tolerance, weights moved {moved:.3g}: {result}")
+    return result
+
+
+def check_train_kuhn(args: argparse.Namespace) -> dict[str, Any]:
+    return _mage_train(args, args.work / "train_kuhn", ["env.name=kuhn_poker", "train.groups_per_iteration=8"], 3)
+
+
+def check_train_sokoban(args: argparse.Namespace) -> dict[str, Any]:
+    return _mage_train(args, args.work / "train_sokoban", ["env.name=sokoban", "rollout.restart=same",
+                                                           "train.groups_per_iteration=2"], 2)
+
+
+def check_build_real(args: argparse.Namespace) -> dict[str, Any]:
+    """A random Qwen3 of the chosen dimensions with the embedded tokenizer, saved as a model folder."""
+    import torch
+
+    from mage_core.config import load_config
+    from mage_core.policy.model import save_policy
+    from mage_core.stages.train import build_policy
+
+    cfg = load_config(str(ROOT / "params.yaml"))
+    tokenizer, _ = build_policy(cfg, args.work / "tokenizer")
+    from transformers import Qwen3ForCausalLM
+
+    config = _real_config(args.size, len(tokenizer), tokenizer)
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    with torch.device(args.device):
+        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    save_policy(model.cpu(), tokenizer, args.work / "real")
+    return {"parameters": sum(p.numel() for p in model.parameters()), "vocab": len(tokenizer),
+            "dims": {k: v for k, v in config.to_dict().items() if k in REAL}, "build_s": round(time.perf_counter() - started, 1)}
+
+
+def _train_real(args: argparse.Namespace, engine: str, chunk: int) -> dict[str, Any]:
+    kind, stage = ENGINES[engine]
+    sets = ["env.name=kuhn_poker", "train.groups_per_iteration=4", "model.source=local",
+            f"model.path={args.work / 'real'}", "model.dtype=bfloat16", f"backend.engine={kind}",
+            f"backend.logits_chunk_tokens={chunk}", "train.learning_rate=1e-5"]
+    if kind == "deepspeed":
+        sets += [f"backend.zero_stage={stage}", "backend.precision=bf16"]
+    return _mage_train(args, args.work / f"train_real_{engine}_{chunk}", sets, 2)
+
+
+def check_memory(args: argparse.Namespace, engine: str, chunk: int) -> dict[str, Any]:
+    """One training step's peak memory against doctor's estimate, and the update's speed."""
+    import torch
+
+    from mage_core.backends.base import LossSettings, Sample
+    from mage_core.backends.memory import ModelShape, training_memory
+    from transformers import Qwen3ForCausalLM
+
+    kind, stage = ENGINES[engine]
+    rows, seq, scored = MEMORY_SHAPE[args.size]
+    vocab = QWEN3_VOCAB if args.size == "real" else 512
+    config = _real_config(args.size, vocab)
+    torch.manual_seed(0)
+    with torch.device(args.device):
+        model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    g = torch.Generator().manual_seed(0)
+    batch = [Sample(prompt=torch.randint(3, vocab, (seq + 1 - scored,), generator=g).tolist(),
+                    advantage=float(torch.randn(1, generator=g)),
+                    response=torch.randint(3, vocab, (scored,), generator=g).tolist()) for _ in range(rows)]
+    common = dict(learning_rate=1e-5, max_grad_norm=1.0, max_tokens_per_micro_batch=rows * seq,
+                  reference_model="copy", logits_chunk_tokens=chunk)
+    if kind == "torch":
+        from mage_core.backends.torch_engine import TorchEngine
+
+        eng = TorchEngine(model, **common)
+    else:
+        from mage_core.backends.deepspeed_engine import DeepSpeedEngine
+
+        eng = DeepSpeedEngine(model, **common, zero_stage=stage, precision="bf16", micro_batch_size=rows)
+    loss = LossSettings(clip_ratio=0.2, entropy_coef=0.001, kl_coef=0.1)
+    old = eng.logprobs(batch)
+    ref = eng.logprobs(batch, policy="reference")
+    cuda = args.device == "cuda"
+    if cuda:
+        _sync("cuda")
+        torch.cuda.reset_peak_memory_stats()
+    eng.step(batch, old, ref, loss)  # the first step allocates the optimizer state too
+    _sync(args.device)
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        eng.step(batch, old, ref, loss)
+        _sync(args.device)
+        times.append(time.perf_counter() - t0)
+    step_s = min(times)
+    # The bare forward+backward of the same rows (no engine: no loss terms, no optimizer).
+    net = eng.model
+    ids = torch.tensor([s.prompt + s.response[:-1] for s in batch], device=args.device)
+    pos = torch.arange(seq - scored, seq, device=args.device)
+    bare = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        hidden = net.model(input_ids=ids, use_cache=False).last_hidden_state
+        logits = net.lm_head(hidden[:, pos]).float()
+        torch.log_softmax(logits, -1).sum().backward()
+        _sync(args.device)
+        bare.append(time.perf_counter() - t0)
+        net.zero_grad(set_to_none=True)
+    shape = ModelShape.from_hf_config(config.to_dict())
+    est = training_memory(shape, gpus=1, zero_stage=stage, precision="bf16", offload_optimizer=False,
+                          micro_batch=rows, seq_len=seq, gradient_checkpointing=False, flash_attention=cuda,
+                          reference_model=True, scored_positions=scored, logits_chunk=chunk)
+    tokens = rows * seq
+    return {"engine": engine, "logits_chunk": chunk, "parameters": shape.parameters(),
+            "micro_batch": f"{rows} x {seq} ({scored} scored)", "peak_gib": None if peak is None else peak / GIB,
+            "estimate_gib": est.gpu_total / GIB,
+            "estimate_terms_gib": {k: getattr(est, k) / GIB for k in ("weights", "gradients", "optimizer",
+                                                                     "reference", "activations", "logits")},
+            "estimate_over_peak": None if peak is None else est.gpu_total / peak,
+            "update_tokens_per_s": tokens / step_s, "bare_fwd_bwd_tokens_per_s": tokens / min(bare),
+            "update_over_bare": step_s / min(bare)}
+
+
+def _bare_generate(model: Any, turns: list[list[Any]], pad: int, device: str) -> tuple[float, int]:
+    """Seconds and tokens of HF's own ``generate`` (greedy, KV cache) over the same prompts, turn by
+    turn, each batch as many new tokens as its longest response."""
+    import torch
+
+    seconds, tokens = 0.0, 0
+    for decisions in turns:
+        n = max(len(d.response_ids) for d in decisions)
+        length = max(len(d.prompt_ids) for d in decisions)
+        ids = torch.full((len(decisions), length), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, d in enumerate(decisions):  # left-padded, as generate wants
+            ids[i, length - len(d.prompt_ids):] = torch.tensor(d.prompt_ids)
+            mask[i, length - len(d.prompt_ids):] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        _sync(device)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                           pad_token_id=pad, use_cache=True)
+        _sync(device)
+        seconds += time.perf_counter() - t0
+        tokens += n * len(decisions)
+    return seconds, tokens
+
+
+def check_speed(args: argparse.Namespace) -> dict[str, Any]:
+    """The rollout (free text, HF generate) and the update of the Qwen3-0.6B-dimension model on the
+    device: tokens/s, against HF's bare ``generate`` over the same prompts and against the bare
+    forward+backward of the same rows (``bench_train_speed.bare_passes``)."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_train_speed import PHASES, bare_passes, build
+
+    gpus = 1 if args.device == "cuda" else 0
+    sets = [f"backend.gpus={gpus}", "tracking.mlflow=false", "model.source=local", f"model.path={args.work / 'real'}",
+            "model.dtype=bfloat16", "policy.action_mode=free", "train.groups_per_iteration=16",
+            "train.learning_rate=1e-5"]
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg, trainer, model = build(str(ROOT / "params.yaml"), "kuhn_poker", sets, Path(tmp))
+        rng, torch_rng = np.random.default_rng(0), torch.Generator().manual_seed(0)
+        trainer.iteration(0, rng, torch_rng)  # warm-up
+        rows = [trainer.iteration(i + 1, rng, torch_rng) for i in range(2)]
+        phase = {p: min(r[f"train/time/{p}"] for r in rows) for p in PHASES}
+        _sync(args.device)
+        t0 = time.perf_counter()
+        metas = trainer.rollout(trainer.sample_specs(rng), trainer.train_settings, trainer.train_sampling(),
+                                torch_rng)
+        _sync(args.device)
+        rollout_s = time.perf_counter() - t0
+        by_turn: dict[int, list[Any]] = {}
+        for meta in metas:
+            for t, d in enumerate(meta.decisions):
+                by_turn.setdefault(t, []).append(d)
+        generated = sum(len(d.response_ids or ()) for m in metas for d in m.decisions)
+        bare_gen_s, bare_gen_tokens = _bare_generate(trainer.generator.model, list(by_turn.values()),
+                                                     int(model.config.pad_token_id or 0), args.device)
+        _, bare_update, _, update_tokens = bare_passes(model, trainer, cfg, rng, torch_rng, repeats=2)
+        trainer.close()
+    update_s = phase["iteration_s"] - phase["rollout_s"]
+    return {"meta_episodes": len(metas), "turns": len(by_turn), "phases_s": phase,
+            "rollout_s": rollout_s, "rollout_tokens": generated, "rollout_tokens_per_s": generated / rollout_s,
+            "bare_generate_s": bare_gen_s, "bare_generate_tokens": bare_gen_tokens,
+            "bare_generate_tokens_per_s": bare_gen_tokens / bare_gen_s,
+            "rollout_over_bare": (bare_gen_tokens / bare_gen_s) / (generated / rollout_s),
+            "update_s": update_s, "update_tokens": update_tokens, "update_tokens_per_s": update_tokens / update_s,
+            "bare_update_s": bare_update, "bare_update_tokens_per_s": update_tokens / bare_update,
+            "update_over_bare": update_s / bare_update}
+
+
+def _checks() -> dict[str, Callable[[argparse.Namespace], dict[str, Any]]]:
+    checks: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+        "equivalence": check_equivalence, "train_kuhn": check_train_kuhn, "train_sokoban": check_train_sokoban,
+        "build_real": check_build_real}
+    checks["train_kuhn_ds2_bf16"] = lambda a: _mage_train(
+        a, a.work / "train_kuhn_ds2_bf16", ["env.name=kuhn_poker", "train.groups_per_iteration=8",
+                                            "backend.engine=deepspeed", "backend.zero_stage=2",
+                                            "backend.precision=bf16"], 2)
+    for engine, chunk in (("torch", 0), ("ds2", CHUNK), ("ds3", 0)):
+        checks[f"train_real_{engine}_{chunk}"] = lambda a, e=engine, c=chunk: _train_real(a, e, c)
+    for engine in ENGINES:
+        for chunk in (0, CHUNK):
+            checks[f"memory_{engine}_{chunk}"] = lambda a, e=engine, c=chunk: check_memory(a, e, c)
+    checks["speed"] = check_speed
+    return checks
+
+
+#: Phase one: chains that may run side by side (each chain in order). Phase two: alone, in order.
+PHASE_ONE = [["equivalence"], ["train_kuhn", "train_sokoban", "train_kuhn_ds2_bf16"],
+             ["build_real", "train_real_torch_0", "train_real_ds2_1024", "train_real_ds3_0"]]
+PHASE_TWO = [f"memory_{e}_{c}" for e in ENGINES for c in (0, CHUNK)] + ["speed"]
+NEEDS = {name: "build_real" for name in ("train_real_torch_0", "train_real_ds2_1024", "train_real_ds3_0", "speed")}
+
+
+# ----------------------------------------------------------------------------- the orchestrator
+def run_part(args: argparse.Namespace) -> int:
+    """Inside a check's own process: run it, write its JSON."""
+    result_path = Path(args.result)
+    started = time.perf_counter()
+    try:
+        result = {"status": "ok", **_checks()[args.part](args)}
+    except Exception as exc:  # noqa: BLE001  (the orchestrator reports whatever broke)
+        traceback.print_exc()
+        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    result_path.write_text(json.dumps(result, indent=1, default=str))
+    return 0 if result["status"] == "ok" else 1
+
+
+class Orchestrator:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.deadline = time.monotonic() + args.budget_s
+        self.results: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.log = (args.out / "gpu_check.log").open("w")
+
+    def part(self, name: str) -> dict[str, Any]:
+        need = NEEDS.get(name)
+        if need and self.results.get(need, {}).get("status") != "ok":
+            return self._record(name, {"status": "skipped", "error": f"needs {need}, which did not succeed"})
+        left = self.deadline - time.monotonic()
+        if left < 20:
+            return self._record(name, {"status": "skipped", "error": f"--budget-s {self.args.budget_s} spent"})
+        a = self.args
+        result_file = a.work / f"{name}.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--part", name, "--device", a.device, "--size",
+               a.size, "--work", str(a.work), "--result", str(result_file), "--out", str(a.out)]
+        env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+               "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        started = time.perf_counter()
+        print(f"  start {name}", flush=True)
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=left)
+            output = proc.stdout + proc.stderr
+            result = (json.loads(result_file.read_text()) if result_file.exists() else
+                      {"status": "failed", "error": f"exited {proc.returncode} without a result: "
+                                                     f"{output.strip()[-1500:]}"})
+        except subprocess.TimeoutExpired as exc:
+            output = (exc.stdout or b"").decode() + (exc.stderr or b"").decode() if isinstance(exc.stdout, bytes) \
+                else f"{exc.stdout or ''}{exc.stderr or ''}"
+            result = {"status": "failed", "error": f"timed out after {left:.0f} s (--budget-s)"}
+        result["wall_s"] = round(time.perf_counter() - started, 1)
+        with self.lock:
+            self.log.write(f"\n===== {name}: {result['status']} in {result['wall_s']} s\n{output[-20000:]}\n")
+            self.log.flush()
+        print(f"  {result['status']:7} {name} ({result['wall_s']} s)"
+              + (f": {result.get('error', '')[:300]}" if result["status"] != "ok" else ""), flush=True)
+        return self._record(name, result)
+
+    def _record(self, name: str, result: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            self.results[name] = result
+        return result
+
+    def run(self) -> dict[str, Any]:
+        chains = [[n for n in chain if self.args.only is None or n in self.args.only] for chain in PHASE_ONE]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=self.args.jobs) as pool:
+            for future in [pool.submit(lambda c=chain: [self.part(n) for n in c]) for chain in chains if chain]:
+                future.result()
+        for name in PHASE_TWO:
+            if self.args.only is None or name in self.args.only:
+                self.part(name)
+        self.log.close()
+        return self.results
+
+
+def environment(device: str) -> dict[str, Any]:
+    import importlib.metadata as md
+
+    import torch
+
+    facts: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                             "python": platform.python_version(), "torch": torch.__version__,
+                             "cuda": torch.version.cuda, "device": device, "cpus": os.cpu_count()}
+    for package in ("transformers", "deepspeed", "pydantic", "numpy"):
+        try:
+            facts[package] = md.version(package)
+        except md.PackageNotFoundError:
+            facts[package] = None
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        facts.update(gpu=torch.cuda.get_device_name(0), gpu_memory_gib=round(props.total_memory / GIB, 1),
+                     gpus_visible=torch.cuda.device_count(), bf16_supported=torch.cuda.is_bf16_supported())
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            q = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                               capture_output=True, text=True)
+            facts["nvidia_smi"] = q.stdout.strip()
+    else:
+        facts["cpu"] = platform.processor() or platform.machine()
+    return facts
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if abs(x) < 1e-2 or abs(x) >= 1e4 else f"{x:.{digits}f}".rstrip("0").rstrip(".")
+    return str(x)
+
+
+def tables(facts: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    lines = [f"GPU check, {facts['date']}: {facts.get('gpu') or facts.get('cpu')} ({facts['device']}), "
+             f"torch {facts['torch']} (CUDA {facts['cuda']}), transformers {facts['transformers']}, "
+             f"deepspeed {facts['deepspeed']}, Python {facts['python']}", "",
+             "| check | status | seconds | figures |", "|---|---|---|---|"]
+    for name, r in results.items():
+        if name.startswith("memory_") or name == "speed":
+            continue
+        if r["status"] != "ok":
+            figures = r.get("error", "")[:240].replace("|", "/").replace("\n", " ")
+        elif name == "equivalence":
+            figures = (f"max param diff vs torch: ZeRO-0 {_fmt(r['zero0_max_param_diff'])}, ZeRO-2 "
+                       f"{_fmt(r['zero2_max_param_diff'])}, ZeRO-3 {_fmt(r['zero3_max_param_diff'])} (bound "
+                       f"{r['bound']}; weights moved {_fmt(r['moved'])}); step metrics at {_fmt(r['metrics_vs_tolerance'])} of the test's tolerance")
+        elif name == "build_real":
+            figures = f"{r['parameters'] / 1e6:.1f}M parameters, vocab {r['vocab']}"
+        else:
+            figures = (f"{r['iterations']} iterations, last loss {_fmt(r['last_loss'])}, grad norm "
+                       f"{_fmt(r['grad_norm'])}, best iteration {r['best_iteration']}")
+        lines.append(f"| {name} | {r['status']} | {_fmt(r.get('wall_s'))} | {figures} |")
+    memory = {k: v for k, v in results.items() if k.startswith("memory_")}
+    if memory:
+        lines += ["", "| engine | logits | params | micro-batch | peak GiB | doctor GiB | doctor / peak | "
+                      "update tok/s | bare fwd+bwd tok/s | update / bare |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, r in memory.items():
+            if r["status"] != "ok":
+                lines.append(f"| {name} | {r['status']}: {r.get('error', '')[:200]} |||||||||")
+                continue
+            lines.append(f"| {r['engine']} | {'chunk ' + str(r['logits_chunk']) if r['logits_chunk'] else 'dense'} | "
+                         f"{r['parameters'] / 1e6:.0f}M | {r['micro_batch']} | {_fmt(r['peak_gib'])} | "
+                         f"{_fmt(r['estimate_gib'])} | {_fmt(r['estimate_over_peak'])} | "
+                         f"{r['update_tokens_per_s']:.0f} | {r['bare_fwd_bwd_tokens_per_s']:.0f} | "
+                         f"{_fmt(r['update_over_bare'])} |")
+    s = results.get("speed")
+    if s:
+        if s["status"] != "ok":
+            lines += ["", f"speed: {s['status']}: {s.get('error', '')[:300]}"]
+        else:
+            lines += ["", f"{s['meta_episodes']} meta-episodes, {s['turns']} turns, free text:", "",
+                      "| phase | seconds | tokens | tokens/s | bare tokens/s | time / bare |", "|---|---|---|---|---|---|",
+                      f"| rollout (the project's HF generator) | {_fmt(s['rollout_s'])} | {s['rollout_tokens']} | "
+                      f"{s['rollout_tokens_per_s']:.0f} | {s['bare_generate_tokens_per_s']:.0f} (HF generate) | "
+                      f"{_fmt(s['rollout_over_bare'])} |",
+                      f"| samples + log-probs + update | {_fmt(s['update_s'])} | {s['update_tokens']} | "
+                      f"{s['update_tokens_per_s']:.0f} | {s['bare_update_tokens_per_s']:.0f} (fwd+bwd) | "
+                      f"{_fmt(s['update_over_bare'])} |"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for gpu_check.json, .md and .log")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--size", choices=["real", "tiny"], help="model size of the real-size checks "
+                        "(default: real on cuda, tiny on cpu)")
+    parser.add_argument("--budget-s", type=float, default=420.0, help="wall-clock bound of the whole run")
+    parser.add_argument("--jobs", type=int, help="phase-one checks at once (default: 3 on cuda, 1 on cpu)")
+    parser.add_argument("--only", type=lambda s: set(s.split(",")), help="comma-separated checks to run")
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--part", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.size = args.size or ("real" if args.device == "cuda" else "tiny")
+    if args.part:
+        return run_part(args)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: torch sees no CUDA device here (use --device cpu for the CPU twin)")
+    if args.only is not None and (unknown := args.only - set(_checks())):
+        parser.error(f"--only: no such check(s) {sorted(unknown)}; checks: {', '.join(_checks())}")
+    args.jobs = args.jobs or (3 if args.device == "cuda" else 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    facts = environment(args.device)
+    print(json.dumps(facts), flush=True)
+    with tempfile.TemporaryDirectory(prefix="gpu_check-") as work:
+        args.work = Path(work)
+        results = Orchestrator(args).run()
+    text = tables(facts, results)
+    print("\n" + text)
+    (args.out / "gpu_check.md").write_text(text)
+    (args.out / "gpu_check.json").write_text(json.dumps({"environment": facts, "checks": results}, indent=1,
+                                                        default=str))
+    failed = [n for n, r in results.items() if r["status"] != "ok"]
+    print(f"{len(results) - len(failed)} of {len(results)} checks ok" + (f"; not ok: {', '.join(failed)}" if failed
+                                                                        else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
