@@ -2,7 +2,7 @@
 
 Usage (docs/scale-out.md "GPU check" says how it travels to a GPU machine)::
 
-    python benchmarks/gpu_check.py --out DIR                 # on a CUDA machine (~5 min on one H100/H200)
+    python benchmarks/gpu_check.py --out DIR                 # on a CUDA machine (7-8 min on one H200)
     python benchmarks/gpu_check.py --out DIR --device cpu    # its CPU twin (~4 min on 2 cores; slow test tier)
 
 Each check runs in its own process (a crash or a hang costs that check only; CUDA
@@ -34,8 +34,8 @@ stdout and ``DIR/gpu_check.json``, ``DIR/gpu_check.md`` and ``DIR/gpu_check.log`
   Qwen3-0.6B-dimension model in free-text mode: rollout (HF generate) and update
   tokens/s, and each phase against the bare model passes over the same tokens.
 
-Phase one (equivalence and the training runs) runs ``--jobs`` checks at once;
-the timed checks (memory, speed) run alone afterwards. ``--budget-s`` bounds the
+The untimed checks (equivalence and the training runs) run ``--jobs`` at once;
+the timed checks (speed, then memory) run alone afterwards. ``--budget-s`` bounds the
 whole run: a check that cannot start in time is reported as skipped. On CPU the
 model sizes shrink (``--size tiny``) and no memory peak is read (there is no
 allocator statistic); the twin runs every code path all the same.
@@ -226,6 +226,24 @@ def check_memory(args: argparse.Namespace, engine: str, chunk: int) -> dict[str,
     batch = [Sample(prompt=torch.randint(3, vocab, (seq + 1 - scored,), generator=g).tolist(),
                     advantage=float(torch.randn(1, generator=g)),
                     response=torch.randint(3, vocab, (scored,), generator=g).tolist()) for _ in range(rows)]
+    cuda = args.device == "cuda"
+    allocated = torch.cuda.memory_allocated if cuda else (lambda: 0)
+    # The bare forward+backward of the same rows on the plain model, before an engine hooks it (no loss
+    # terms, no optimizer); on CUDA it also measures what the forward keeps for the backward pass.
+    ids = torch.tensor([s.prompt + s.response[:-1] for s in batch], device=args.device)
+    pos = torch.arange(seq - scored, seq, device=args.device)
+    bare, saved = [], None
+    for _ in range(3):
+        _sync(args.device)
+        t0, before = time.perf_counter(), allocated()
+        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+        saved = allocated() - before
+        logits = model.lm_head(hidden[:, pos]).float()
+        torch.log_softmax(logits, -1).sum().backward()
+        _sync(args.device)
+        bare.append(time.perf_counter() - t0)
+        del hidden, logits
+        model.zero_grad(set_to_none=True)
     common = dict(learning_rate=1e-5, max_grad_norm=1.0, max_tokens_per_micro_batch=rows * seq,
                   reference_model="copy", logits_chunk_tokens=chunk)
     if kind == "torch":
@@ -239,13 +257,14 @@ def check_memory(args: argparse.Namespace, engine: str, chunk: int) -> dict[str,
     loss = LossSettings(clip_ratio=0.2, entropy_coef=0.001, kl_coef=0.1)
     old = eng.logprobs(batch)
     ref = eng.logprobs(batch, policy="reference")
-    cuda = args.device == "cuda"
     if cuda:
         _sync("cuda")
         torch.cuda.reset_peak_memory_stats()
+    start = allocated()
     eng.step(batch, old, ref, loss)  # the first step allocates the optimizer state too
     _sync(args.device)
     peak = torch.cuda.max_memory_allocated() if cuda else None
+    held = allocated()  # weights, reference, optimizer state (and whatever the engine keeps) between steps
     times = []
     for _ in range(2):
         t0 = time.perf_counter()
@@ -253,19 +272,6 @@ def check_memory(args: argparse.Namespace, engine: str, chunk: int) -> dict[str,
         _sync(args.device)
         times.append(time.perf_counter() - t0)
     step_s = min(times)
-    # The bare forward+backward of the same rows (no engine: no loss terms, no optimizer).
-    net = eng.model
-    ids = torch.tensor([s.prompt + s.response[:-1] for s in batch], device=args.device)
-    pos = torch.arange(seq - scored, seq, device=args.device)
-    bare = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        hidden = net.model(input_ids=ids, use_cache=False).last_hidden_state
-        logits = net.lm_head(hidden[:, pos]).float()
-        torch.log_softmax(logits, -1).sum().backward()
-        _sync(args.device)
-        bare.append(time.perf_counter() - t0)
-        net.zero_grad(set_to_none=True)
     shape = ModelShape.from_hf_config(config.to_dict())
     est = training_memory(shape, gpus=1, zero_stage=stage, precision="bf16", offload_optimizer=False,
                           micro_batch=rows, seq_len=seq, gradient_checkpointing=False, flash_attention=cuda,
@@ -277,6 +283,9 @@ def check_memory(args: argparse.Namespace, engine: str, chunk: int) -> dict[str,
             "estimate_terms_gib": {k: getattr(est, k) / GIB for k in ("weights", "gradients", "optimizer",
                                                                      "reference", "activations", "logits")},
             "estimate_over_peak": None if peak is None else est.gpu_total / peak,
+            "measured_gib": None if not cuda else {"before_step": start / GIB, "between_steps": held / GIB,
+                                                   "forward_saved": saved / GIB,
+                                                   "step_peak_over_held": (peak - held) / GIB},
             "update_tokens_per_s": tokens / step_s, "bare_fwd_bwd_tokens_per_s": tokens / min(bare),
             "update_over_bare": step_s / min(bare)}
 
@@ -319,13 +328,13 @@ def check_speed(args: argparse.Namespace) -> dict[str, Any]:
 
     gpus = 1 if args.device == "cuda" else 0
     sets = [f"backend.gpus={gpus}", "tracking.mlflow=false", "model.source=local", f"model.path={args.work / 'real'}",
-            "model.dtype=bfloat16", "policy.action_mode=free", "train.groups_per_iteration=16",
+            "model.dtype=bfloat16", "policy.action_mode=free", "train.groups_per_iteration=4",
             "train.learning_rate=1e-5"]
     with tempfile.TemporaryDirectory() as tmp:
         cfg, trainer, model = build(str(ROOT / "params.yaml"), "kuhn_poker", sets, Path(tmp))
         rng, torch_rng = np.random.default_rng(0), torch.Generator().manual_seed(0)
         trainer.iteration(0, rng, torch_rng)  # warm-up
-        rows = [trainer.iteration(i + 1, rng, torch_rng) for i in range(2)]
+        rows = [trainer.iteration(1, rng, torch_rng)]
         phase = {p: min(r[f"train/time/{p}"] for r in rows) for p in PHASES}
         _sync(args.device)
         t0 = time.perf_counter()
@@ -340,7 +349,7 @@ def check_speed(args: argparse.Namespace) -> dict[str, Any]:
         generated = sum(len(d.response_ids or ()) for m in metas for d in m.decisions)
         bare_gen_s, bare_gen_tokens = _bare_generate(trainer.generator.model, list(by_turn.values()),
                                                      int(model.config.pad_token_id or 0), args.device)
-        _, bare_update, _, update_tokens = bare_passes(model, trainer, cfg, rng, torch_rng, repeats=2)
+        _, bare_update, _, update_tokens = bare_passes(model, trainer, cfg, rng, torch_rng, repeats=1)
         trainer.close()
     update_s = phase["iteration_s"] - phase["rollout_s"]
     return {"meta_episodes": len(metas), "turns": len(by_turn), "phases_s": phase,
@@ -370,10 +379,11 @@ def _checks() -> dict[str, Callable[[argparse.Namespace], dict[str, Any]]]:
     return checks
 
 
-#: Phase one: chains that may run side by side (each chain in order). Phase two: alone, in order.
-PHASE_ONE = [["equivalence"], ["train_kuhn", "train_sokoban", "train_kuhn_ds2_bf16"],
-             ["build_real", "train_real_torch_0", "train_real_ds2_1024", "train_real_ds3_0"]]
-PHASE_TWO = [f"memory_{e}_{c}" for e in ENGINES for c in (0, CHUNK)] + ["speed"]
+#: The untimed checks, in rounds: each round's chains run side by side (each chain in order), a round
+#: after the one before it. Then the timed checks, alone and in order.
+PARALLEL_ROUNDS = [[["equivalence"], ["train_kuhn", "train_sokoban", "train_kuhn_ds2_bf16"], ["build_real"]],
+                   [["train_real_torch_0"], ["train_real_ds2_1024"], ["train_real_ds3_0"]]]
+TIMED = ["speed"] + [f"memory_{e}_{c}" for e in ENGINES for c in (0, CHUNK)]
 NEEDS = {name: "build_real" for name in ("train_real_torch_0", "train_real_ds2_1024", "train_real_ds3_0", "speed")}
 
 
@@ -439,12 +449,14 @@ class Orchestrator:
         return result
 
     def run(self) -> dict[str, Any]:
-        chains = [[n for n in chain if self.args.only is None or n in self.args.only] for chain in PHASE_ONE]
+        wanted = (lambda n: self.args.only is None or n in self.args.only)
         with concurrent.futures.ThreadPoolExecutor(max_workers=self.args.jobs) as pool:
-            for future in [pool.submit(lambda c=chain: [self.part(n) for n in c]) for chain in chains if chain]:
-                future.result()
-        for name in PHASE_TWO:
-            if self.args.only is None or name in self.args.only:
+            for chains in PARALLEL_ROUNDS:
+                futures = [pool.submit(lambda c=chain: [self.part(n) for n in c if wanted(n)]) for chain in chains]
+                for future in futures:
+                    future.result()
+        for name in TIMED:
+            if wanted(name):
                 self.part(name)
         self.log.close()
         return self.results
@@ -540,7 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--size", choices=["real", "tiny"], help="model size of the real-size checks "
                         "(default: real on cuda, tiny on cpu)")
-    parser.add_argument("--budget-s", type=float, default=420.0, help="wall-clock bound of the whole run")
+    parser.add_argument("--budget-s", type=float, default=450.0, help="wall-clock bound of the whole run")
     parser.add_argument("--jobs", type=int, help="phase-one checks at once (default: 3 on cuda, 1 on cpu)")
     parser.add_argument("--only", type=lambda s: set(s.split(",")), help="comma-separated checks to run")
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)

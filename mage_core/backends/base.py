@@ -248,3 +248,11 @@ class TrainEngine(Protocol):
         ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def collective_device() -> torch.device:
+    """Where the tensors of a collective (``all_reduce``) live: the rank's GPU under NCCL, which
+    takes no host tensors, else the host (gloo)."""
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

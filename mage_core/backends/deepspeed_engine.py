@@ -51,6 +51,7 @@ from typing import Any, Mapping
 
 import torch
 
+from mage_core.backends.base import collective_device
 from mage_core.backends.torch_engine import TorchEngine
 
 #: ZeRO stages this engine supports (``backend.zero_stage``).
@@ -202,7 +203,7 @@ class DeepSpeedEngine(TorchEngine):
         reference policy is a whole local copy: no collective in its forward)."""
         if not self.sharded_weights or policy != "current" or torch.distributed.get_world_size() == 1:
             return num_micro_batches
-        count = torch.tensor([num_micro_batches], dtype=torch.long)
+        count = torch.tensor([num_micro_batches], dtype=torch.long, device=collective_device())
         torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
         return int(count)
 
@@ -216,8 +217,8 @@ class DeepSpeedEngine(TorchEngine):
         world = torch.distributed.get_world_size()
         if world == 1:
             return num_micro_batches, 1.0
-        counts = torch.tensor([num_micro_batches], dtype=torch.long)
-        tokens = torch.tensor([num_tokens], dtype=torch.float64)
+        counts = torch.tensor([num_micro_batches], dtype=torch.long, device=collective_device())
+        tokens = torch.tensor([num_tokens], dtype=torch.float64, device=collective_device())
         torch.distributed.all_reduce(counts, op=torch.distributed.ReduceOp.MAX)
         torch.distributed.all_reduce(tokens, op=torch.distributed.ReduceOp.SUM)
         return int(counts), world * num_tokens / float(tokens)

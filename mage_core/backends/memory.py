@@ -11,19 +11,29 @@ Sources of the formulas:
   the optimizer state over the data-parallel GPUs, stage 2 also the gradients,
   stage 3 also the weights (Rajbhandari et al., "ZeRO", 2020, section 5); fp32
   training keeps 4 + 4 + 8 bytes per parameter, the same 16 in all;
-- activations of one transformer layer in 16 bits: ``s*b*h*34`` bytes with a
-  fused (flash) attention, ``s*b*h*(34 + 5*a*s/h)`` without (Korthikanti et al.,
-  "Reducing Activation Recomputation", 2022, section 4); with full gradient
-  checkpointing only each layer's 16-bit input is kept, plus one layer's
-  activations while it is recomputed;
+- activations of one decoder layer: ``s*b*h*c`` bytes with a fused (flash)
+  attention, ``s*b*h*(c + 5*a*s/h)`` (16 bits; twice the score term in fp32)
+  without: the shape of Korthikanti et al., "Reducing Activation
+  Recomputation", 2022, section 4, whose ``c`` = 34 is a GPT layer's in 16 bits.
+  Hugging Face's Qwen3 layer keeps more (fp32 copies in its RMSNorms and q/k
+  norms, the SwiGLU's three projections, rotary copies): measured, ``c`` = 70
+  in bf16 (70.4 on an H200 through the CUDA allocator's statistics,
+  ``benchmarks/gpu_check.py``; 70.2 on a CPU, ``benchmarks/bench_memory_terms.py``)
+  and 120 in fp32 (CPU). With full gradient checkpointing only each layer's
+  input is kept (2 or 4 bytes per value), plus one layer's activations while it
+  is recomputed;
 - the logits: only the positions whose next token is scored go through the
   output layer (a free response's tokens, not its prompt's), so a micro-batch
-  has ``b*r`` queried positions (``r`` the response budget); each logit costs
-  14 bytes in bf16 (the layer's 16-bit output, its fp32 copy, the softmax of
-  the log-probability and entropy, and the gradient of the logits in the
-  backward pass; 12 in fp32, where there is no copy). Dense, all ``b*r`` rows
+  has ``b*r`` queried positions (``r`` the response budget); each logit value
+  costs 29 bytes in bf16 at the step's peak (the layer's output, its fp32 copy,
+  the log-softmax, the entropy's softmax and product, the copies that indexing
+  makes, and their gradients: measured on an H200 with the torch engine's dense
+  path, 29.0; the same path measures 22 on a CPU) and 20 in fp32 (15.2 measured
+  on a CPU, raised by the GPU/CPU ratio of the bf16 figures until a GPU measures
+  it). Dense, all ``b*r`` rows
   at once; chunked (``backend.logits_chunk_tokens`` = c), at most ``c`` rows at
-  once, forward or backward (``torch_engine.chunked_token_logprobs``);
+  once, forward or backward (``torch_engine.chunked_token_logprobs``; measured
+  26 bytes per value of a chunk, so the estimate errs high);
 - the KV cache: 2 (keys, values) x layers x KV heads x head size x 2 bytes per token.
 """
 
@@ -89,8 +99,13 @@ class TrainingMemory:
 
 
 def logit_bytes(precision: str) -> int:
-    """Bytes per logit value alive in a training step (module docstring)."""
-    return 2 + 4 + 4 + 4 if precision == "bf16" else 4 + 4 + 4
+    """Bytes per logit value alive at a training step's peak (module docstring: measured)."""
+    return 29 if precision == "bf16" else 20
+
+
+#: Bytes one decoder layer keeps for the backward pass per token and hidden unit, fused attention
+#: (the ``c`` of ``s*b*h*c``; module docstring: measured on Hugging Face's Qwen3).
+ACTIVATION_BYTES = {"bf16": 70, "fp32": 120}
 
 
 def training_memory(shape: ModelShape, *, gpus: int, zero_stage: int, precision: str, offload_optimizer: bool,
@@ -115,8 +130,9 @@ def training_memory(shape: ModelShape, *, gpus: int, zero_stage: int, precision:
     # (the DeepSpeed engine does not shard it: its forward needs no collective).
     reference = 2 * p if reference_model else 0.0
     b, s, h = micro_batch, seq_len, shape.hidden_size
-    per_layer = s * b * h * (34 + (0 if flash_attention else 5 * shape.num_heads * s / h))
-    activations = (shape.num_layers * 2 * s * b * h + per_layer) if gradient_checkpointing else (
+    scores = 0 if flash_attention else 5 * shape.num_heads * s / h * width / 2
+    per_layer = s * b * h * (ACTIVATION_BYTES[precision] + scores)
+    activations = (shape.num_layers * width * s * b * h + per_layer) if gradient_checkpointing else (
         shape.num_layers * per_layer)
     if logits_chunk < 0:
         raise ValueError(f"logits_chunk must be >= 0, got {logits_chunk}")

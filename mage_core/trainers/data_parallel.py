@@ -31,6 +31,7 @@ from typing import Any, Sequence, TypeVar
 
 import torch
 
+from mage_core.backends.base import collective_device
 from mage_core.rollout.pool import contiguous_shares
 
 T = TypeVar("T")
@@ -93,7 +94,7 @@ class Ranks:
         """The least and the greatest of every rank's ``value``."""
         if not self.distributed:
             return value, value
-        both = torch.tensor([-value, value], dtype=torch.long)
+        both = torch.tensor([-value, value], dtype=torch.long, device=collective_device())
         torch.distributed.all_reduce(both, op=torch.distributed.ReduceOp.MAX)
         return -int(both[0]), int(both[1])
 
@@ -104,8 +105,10 @@ class Ranks:
         gradient norm)."""
         if not self.distributed:
             return dict(metrics)
-        values = torch.tensor([metrics[k] * tokens for k in keys] + [tokens], dtype=torch.float64)
+        values = torch.tensor([metrics[k] * tokens for k in keys] + [tokens], dtype=torch.float64,
+                              device=collective_device())
         torch.distributed.all_reduce(values)
+        values = values.cpu()
         total = float(values[-1])
         out = dict(metrics)
         out.update({k: float(values[i]) / total for i, k in enumerate(keys)})

@@ -84,27 +84,27 @@ def test_a_config_only_model_folder_gets_the_memory_report(project: Path) -> Non
     assert "ZeRO stage 2, bf16, 8 device(s), micro-batch 8 x 8192 tokens" in out
     # 2P bytes of bf16 weights (P = 4,022,468,096), 12P/8 of fp32 optimizer state (tests/unit/test_memory.py).
     assert re.search(r"weights\s+7\.49 GiB", out) and re.search(r"optimizer\s+5\.62 GiB", out)
-    # Logits 1024 positions at a time (backend.logits_chunk_tokens): 1024 x 151936 x 14 bytes.
-    assert re.search(r"logits \(chunks of 1024\)\s+2\.03 GiB", out)
-    # Each rank's vLLM engine keeps its share of the GPU (0.45 of 80 GiB) beside the step.
-    assert ("training step: 40.1 GiB + vLLM's 36.0 GiB (backend.gpu_memory_utilization 0.45) against an H100 "
+    # Logits 1024 positions at a time (backend.logits_chunk_tokens): 1024 x 151936 x 29 bytes.
+    assert re.search(r"logits \(chunks of 1024\)\s+4\.20 GiB", out)
+    # Each rank's vLLM engine keeps its share of the GPU (0.4 of 80 GiB) beside the step.
+    assert ("training step: 47.9 GiB + vLLM's 32.0 GiB (backend.gpu_memory_utilization 0.4) against an H100 "
             "80 GiB (no GPU visible here): fits") in out
     half = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.gpu_memory_utilization=0.5")
-    assert ("training step: 40.1 GiB + vLLM's 40.0 GiB (backend.gpu_memory_utilization 0.5) against an H100 "
+    assert ("training step: 47.9 GiB + vLLM's 40.0 GiB (backend.gpu_memory_utilization 0.5) against an H100 "
             "80 GiB (no GPU visible here): does not fit") in half.stdout
     dense = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.logits_chunk_tokens=0")
-    # 8 rows x 4096 response positions at once: 64.91 GiB of logits.
-    assert re.search(r"logits \(dense\)\s+64\.91 GiB", dense.stdout)
-    assert "training step: 103.0 GiB + vLLM's 36.0 GiB" in dense.stdout and "does not fit" in dense.stdout
+    # 8 rows x 4096 response positions at once, 29 bytes each: 134.46 GiB of logits.
+    assert re.search(r"logits \(dense\)\s+134\.46 GiB", dense.stdout)
+    assert "training step: 178.2 GiB + vLLM's 32.0 GiB" in dense.stdout and "does not fit" in dense.stdout
     # vLLM asleep during the update: the step may use the GPU, vLLM may take 0.7 of it for the rollout
     # beside the weights, gradient and optimizer shards and the reference policy (7.49 + 0.94 + 5.62 + 7.49).
     asleep = doctor(project, "--profile", "paper_kuhn_poker", "--set", "backend.vllm_sleep=true",
                     "--set", "backend.gpu_memory_utilization=0.7")
-    assert ("training step: 40.1 GiB (vLLM asleep, backend.vllm_sleep); rollout: vLLM's 56.0 GiB + the training "
+    assert ("training step: 47.9 GiB (vLLM asleep, backend.vllm_sleep); rollout: vLLM's 56.0 GiB + the training "
             "state's 21.5 GiB against an H100 80 GiB (no GPU visible here): fits") in " ".join(asleep.stdout.split())
     # vLLM on Ray actors: their GPUs are their own; the stage's process keeps an HF copy (2P bytes).
     actors = doctor(project, "--profile", "paper_kuhn_poker", "--set", "rollout.workers=8")
-    assert ("training step: 40.1 GiB + 7.5 GiB of HF rollout copy (vLLM on 8 Ray actor(s), a GPU each) against "
+    assert ("training step: 47.9 GiB + 7.5 GiB of HF rollout copy (vLLM on 8 Ray actor(s), a GPU each) against "
             "an H100 80 GiB (no GPU visible here): fits") in " ".join(actors.stdout.split())
 
 

@@ -39,13 +39,13 @@ def test_zero_stages_shard_what_the_zero_paper_says() -> None:
     assert (by_stage[3].weights, by_stage[3].gradients, by_stage[3].optimizer) == (2 * P / 8, 2 * P / 8, 12 * P / 8)
     # The reference policy is a whole copy per rank at every stage (the engine does not shard it).
     assert by_stage[2].reference == by_stage[3].reference == 2 * P
-    # Checkpointed activations: 36 layer inputs of 2*s*b*h bytes + one layer's 34*s*b*h.
-    assert by_stage[2].activations == (36 * 2 + 34) * 7168 * 8 * 2560 == 15_560_867_840
-    # Logits of the micro-batch, every position scored: b*s*V values of 14 bytes (bf16 output,
-    # its fp32 copy, the softmax, the logits' gradient).
-    assert by_stage[2].logits == 8 * 7168 * 151936 * 14 == 121_976_651_776
-    # 2P + 2P/8 + 12P/8 + 2P + 15,560,867,840 + 121,976,651,776 bytes.
-    assert by_stage[2].gpu_total == 2 * P + 2 * P / 8 + 12 * P / 8 + 2 * P + 15_560_867_840 + 121_976_651_776
+    # Checkpointed activations: 36 layer inputs of 2*s*b*h bytes + one layer's 70*s*b*h (the bf16
+    # coefficient measured on Hugging Face's Qwen3, backends/memory.py).
+    assert by_stage[2].activations == (36 * 2 + 70) * 7168 * 8 * 2560 == 20_845_690_880
+    # Logits of the micro-batch, every position scored: b*s*V values of 29 bytes (measured).
+    assert by_stage[2].logits == 8 * 7168 * 151936 * 29 == 252_665_921_536
+    # 2P + 2P/8 + 12P/8 + 2P + 20,845,690,880 + 252,665,921,536 bytes.
+    assert by_stage[2].gpu_total == 2 * P + 2 * P / 8 + 12 * P / 8 + 2 * P + 20_845_690_880 + 252_665_921_536
 
 
 def test_scored_positions_and_chunks_bound_the_logits() -> None:
@@ -54,15 +54,15 @@ def test_scored_positions_and_chunks_bound_the_logits() -> None:
                   gradient_checkpointing=True, flash_attention=True, reference_model=True)
     # A free response of 4096 tokens: 8 rows x 4096 scored positions, all at once.
     dense = training_memory(shape, scored_positions=4096, **common)
-    assert dense.logits == 8 * 4096 * 151936 * 14 == 69_700_943_872
-    # 1024 at a time: 1024 x 151936 x 14 bytes = 2.03 GiB whatever the micro-batch.
+    assert dense.logits == 8 * 4096 * 151936 * 29 == 144_380_526_592
+    # 1024 at a time: 1024 x 151936 x 29 bytes = 4.20 GiB whatever the micro-batch.
     chunked = training_memory(shape, scored_positions=4096, logits_chunk=1024, **common)
-    assert chunked.logits == 1024 * 151936 * 14 == 2_178_154_496
-    assert chunked.gpu_total - dense.gpu_total == 2_178_154_496 - 69_700_943_872
-    # A chunk larger than the micro-batch's positions changes nothing; fp32 has no 16-bit copy.
-    assert training_memory(shape, scored_positions=16, logits_chunk=1024, **common).logits == 8 * 16 * 151936 * 14
+    assert chunked.logits == 1024 * 151936 * 29 == 4_511_891_456
+    assert chunked.gpu_total - dense.gpu_total == 4_511_891_456 - 144_380_526_592
+    # A chunk larger than the micro-batch's positions changes nothing; fp32: 20 bytes a value.
+    assert training_memory(shape, scored_positions=16, logits_chunk=1024, **common).logits == 8 * 16 * 151936 * 29
     fp32 = training_memory(shape, **{**common, "precision": "fp32"}, scored_positions=1, logits_chunk=1)
-    assert fp32.logits == 151936 * 12
+    assert fp32.logits == 151936 * 20
 
 
 def test_offload_moves_the_optimizer_to_host_memory_and_fp32_needs_no_master_copy() -> None:
@@ -73,8 +73,9 @@ def test_offload_moves_the_optimizer_to_host_memory_and_fp32_needs_no_master_cop
     assert (offloaded.optimizer, offloaded.optimizer_on_cpu) == (0.0, 12 * P)
     fp32 = training_memory(shape, precision="fp32", offload_optimizer=False, **common)
     assert (fp32.weights, fp32.gradients, fp32.optimizer) == (4 * P, 4 * P, 8 * P)
-    # Without flash attention a layer also keeps the 5*a*s/h attention-score term (a=32, s=1024, h=2560).
-    assert fp32.activations == 36 * 1024 * 1 * 2560 * (34 + 5 * 32 * 1024 / 2560)
+    # Without flash attention a fp32 layer also keeps the attention scores, 2 x 5*a*s/h (a=32, s=1024,
+    # h=2560), beside its measured 120*s*b*h.
+    assert fp32.activations == 36 * 1024 * 1 * 2560 * (120 + 2 * 5 * 32 * 1024 / 2560)
 
 
 def test_kv_cache_sequences_on_an_80_gib_gpu() -> None:
