@@ -603,6 +603,9 @@ class TrackingConfig(Strict):
     system_metrics: bool = True
     #: A trained run's ``best/`` as a version of the registered model ``mage-<env>-<method>``.
     register_models: bool = True
+    #: Seconds a stage waits at its end for an unreachable store to take what is still queued
+    #: (metrics are sent in the background: an outage never stops training; docs/faults.md).
+    flush_timeout_s: Annotated[float, Field(ge=0)] = 60.0
 
 
 class Config(Strict):

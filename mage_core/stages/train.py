@@ -47,7 +47,8 @@ from mage_core.io.atomic import check_writable, writable_problem, write_json_ato
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
-from mage_core.tracking.runs import StageIdentity, StageTracker, check_tracking, open_mlflow_run
+from mage_core.tracking.runs import (RUN_ID_ENV, StageIdentity, StageTracker, check_tracking, interrupted_run,
+                                     open_mlflow_run)
 from mage_core.trainers.checkpoint import (
     CheckpointError,
     CheckpointManager,
@@ -456,19 +457,28 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         trainer.load_league_state(saved.get("league"))
         if main:
             console.print(f"resumed from {latest} at iteration {step}")
-    mlflow_run = (open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
-                                  identity=StageIdentity.of("train", cfg, run_name),
-                                  system_metrics=cfg.tracking.system_metrics)
-                  if cfg.tracking.mlflow and main else None)
     continued = state.iteration > 0  # a resumed run appends to its log, cut back to the checkpoint
+    mlflow_run, reopened = None, None
+    if cfg.tracking.mlflow and main:
+        if continued and not os.environ.get(RUN_ID_ENV):  # a flow's stage logs into the flow's run
+            # The interrupted run continues: its metrics stay in one MLflow run.
+            from mage_core.tracking.mlflow_tracker import default_tracking_uri
+
+            reopened = interrupted_run(default_tracking_uri(Path.cwd()), cfg.tracking.experiment, str(out_dir),
+                                       digest)
+        mlflow_run = open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
+                                     identity=StageIdentity.of("train", cfg, run_name),
+                                     system_metrics=cfg.tracking.system_metrics,
+                                     flush_timeout_s=cfg.tracking.flush_timeout_s, continue_run=reopened)
     jsonl = (JsonlLogger(out_dir / "metrics.jsonl", resume_from_step=state.iteration if continued else None)
              if main else None)
     logger = StageTracker([x for x in (jsonl, mlflow_run) if x is not None], mlflow_run)
     params = {"config_digest": digest, **flatten(cfg.model_dump(mode="json"))}
     if jsonl is not None and not continued:
         jsonl.log_params(params)
-    if mlflow_run is not None:  # a resumed run is a new MLflow run, tagged with where it resumed
-        mlflow_run.log_params(params)
+    if mlflow_run is not None:  # tagged with where it resumed (a reopened run has its params already)
+        if reopened is None:
+            mlflow_run.log_params(params)
         mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration),
                              "mage.ranks": str(ranks.world)})
     # A prompting or memory baseline (algorithm.agent) is never updated: its "training" is the

@@ -60,6 +60,75 @@ class TrackingUnavailable(RuntimeError):
 def _quiet_mlflow_env() -> None:
     # Defaults only: a user's explicit setting wins.
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # A dead server fails a call in seconds, not after MLflow's ~8 minutes of retries (7 retries,
+    # 120 s each): the stages' Outbox retries in the background itself (tracking/outbox.py).
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+
+
+#: Tags that say which process owns a run: a RUNNING run whose process is gone was interrupted
+#: (kill -9, a machine that went down) and is marked KILLED by the next run started in the store.
+HOST_TAG, PID_TAG, PID_START_TAG = "mage.host", "mage.pid", "mage.pid_start"
+ENDED_TAG = "mage.ended"
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` in clock ticks since boot (Linux), to tell a
+    reused pid from the original; None where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_tags() -> dict[str, str]:
+    """This process as a run's owner (``HOST_TAG``, ``PID_TAG``, ``PID_START_TAG``)."""
+    import socket
+
+    pid = os.getpid()
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(pid)}
+    start = _process_start(pid)
+    if start is not None:
+        tags[PID_START_TAG] = start
+    return tags
+
+
+def _owner_alive(tags: Mapping[str, str]) -> bool:
+    try:
+        pid = int(tags[PID_TAG])
+    except (KeyError, ValueError):
+        return True  # not ours to judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    start = tags.get(PID_START_TAG)
+    return start is None or _process_start(pid) in (None, start)
+
+
+def end_dead_runs(client: Any) -> list[str]:
+    """Mark KILLED every RUNNING run of this host whose owning process is gone (a ``kill -9``
+    of a stage or of ``mage reproduce``, a crash): the ids of the runs it ended."""
+    import socket
+
+    host = socket.gethostname()
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    if not experiments:
+        return []
+    ended = []
+    runs = client.search_runs(experiments, filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = "
+                                                         f"'{host}'", max_results=1000)
+    for run in runs:
+        if not _owner_alive(run.data.tags):
+            client.set_tag(run.info.run_id, ENDED_TAG,
+                           f"found RUNNING without its process (pid {run.data.tags.get(PID_TAG)}) at "
+                           f"{time.strftime('%Y-%m-%d %H:%M:%S')}: interrupted")
+            client.set_terminated(run.info.run_id, status="KILLED")
+            ended.append(run.info.run_id)
+    return ended
 
 
 def default_tracking_uri(project_dir: Path) -> str:
@@ -183,13 +252,19 @@ class SystemMetrics:
     def __init__(self, tracking_uri: str, run_id: str, interval_s: float = SYSTEM_METRICS_INTERVAL_S) -> None:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-        logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop chatter per stage
+        # No start/stop chatter per stage, nor a warning every sample while the store is away (the
+        # stage's Outbox says that once).
+        logging.getLogger("mlflow.system_metrics").setLevel(logging.ERROR)
         self._monitor = SystemMetricsMonitor(run_id, sampling_interval=interval_s, tracking_uri=tracking_uri)
         self._monitor.start()
 
-    def stop(self) -> None:
+    def stop(self, publish: bool = True) -> None:
+        """``publish``: log the last sample (not when the store is known to be away)."""
         monitor, self._monitor = self._monitor, None
         if monitor is None:
+            return
+        if not publish:
+            monitor._shutdown_event.set()  # ends its sampling thread without a last flush to the store
             return
         monitor.finish()  # joins the thread, flushes what it queued
         for part in monitor.monitors:
@@ -267,11 +342,23 @@ class MlflowTracker:
             experiment_id = experiment.experiment_id
             if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag, or by hand
                 client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_EXPERIMENT_KIND)
-        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        end_dead_runs(client)  # runs whose process was killed stay RUNNING otherwise
+        all_tags = {**owner_tags(), **{k: str(v) for k, v in (tags or {}).items()}}
         if parent_run_id is not None:
             all_tags[PARENT_RUN_TAG] = parent_run_id
         run = client.create_run(experiment_id, tags=all_tags, run_name=run_name)
         return cls(client, run.info.run_id)
+
+    @classmethod
+    def reopen(cls, tracking_uri: str, run_id: str) -> MlflowTracker:
+        """Continue an interrupted run (a resumed training): RUNNING again, owned by this
+        process, ended by it."""
+        _quiet_mlflow_env()
+        client = store_client(tracking_uri)
+        client.update_run(run_id, status="RUNNING")
+        for key, value in owner_tags().items():
+            client.set_tag(run_id, key, value)
+        return cls(client, run_id)
 
     @property
     def run_id(self) -> str:
@@ -381,12 +468,15 @@ class MlflowTracker:
     def log_artifacts(self, directory: str | Path, artifact_path: str | None = None) -> None:
         self._client.log_artifacts(self._run_id, str(directory), artifact_path)
 
+    def stop_system_metrics(self, publish: bool = True) -> None:
+        if self._system is not None:
+            self._system.stop(publish)
+            self._system = None
+
     def close(self, status: str = "FINISHED") -> None:
         """End the run with ``status`` (FINISHED, FAILED, KILLED); a second call is a no-op.
         The system metrics sampler, if any, stops first (also for a run attached to)."""
-        if self._system is not None:
-            self._system.stop()
-            self._system = None
+        self.stop_system_metrics()
         if self._closed:
             return
         self._closed = True

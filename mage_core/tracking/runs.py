@@ -102,15 +102,42 @@ def check_tracking(project_dir: Path) -> None:
     check_tracking_uri(default_tracking_uri(project_dir))
 
 
+def interrupted_run(tracking_uri: str, experiment: str, output_dir: str, config_digest: str) -> str | None:
+    """The latest run of ``experiment`` that trained into ``output_dir`` with ``config_digest``
+    and did not finish (KILLED, FAILED, or RUNNING with its process gone): the run a resumed
+    training continues, so that its metrics stay in one run."""
+    from mage_core.tracking.mlflow_tracker import PID_TAG, _owner_alive, store_client
+
+    client = store_client(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return None
+
+    def quoted(value: str) -> str:
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    runs = client.search_runs([found.experiment_id], filter_string=(
+        f"tags.`mage.output_dir` = {quoted(output_dir)} and tags.`mage.config_digest` = {quoted(config_digest)} "
+        "and attributes.status != 'FINISHED'"), order_by=["attributes.start_time DESC"], max_results=10)
+    for run in runs:
+        if run.info.status != "RUNNING" or (PID_TAG in run.data.tags and not _owner_alive(run.data.tags)):
+            return str(run.info.run_id)
+    return None
+
+
 def open_mlflow_run(stage: str, experiment: str, config_digest: str | None, project_dir: Path,
                     run_name: str | None = None, identity: StageIdentity | None = None,
-                    system_metrics: bool = False) -> Any:
+                    system_metrics: bool = False, flush_timeout_s: float = 60.0,
+                    continue_run: str | None = None) -> Any:
     """The stage's MLflow run: the flow's (``MAGE_MLFLOW_RUN_ID``, renamed after
-    ``identity``), a child of ``MAGE_MLFLOW_PARENT_RUN_ID``, or a run of its own; tagged
-    with the lineage (``run_tags``) and ``identity``'s tags, sampling the machine
-    (``system/*`` metrics) until it is closed with ``system_metrics``. Stages call
-    ``check_tracking`` before their work, so the store is not probed again here."""
+    ``identity``), a child of ``MAGE_MLFLOW_PARENT_RUN_ID``, ``continue_run`` (an interrupted
+    run id, reopened), or a run of its own; tagged with the lineage (``run_tags``) and
+    ``identity``'s tags, sampling the machine (``system/*`` metrics) until it is closed with
+    ``system_metrics``. Returned inside an ``Outbox``: its metrics, params and tags go to the
+    store from a background thread, so a store that goes away never stops the stage. Stages
+    call ``check_tracking`` before their work, so the store is not probed again here."""
     from mage_core.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri, run_tags
+    from mage_core.tracking.outbox import Outbox
 
     identity = identity or StageIdentity(stage)
     uri = default_tracking_uri(project_dir)
@@ -121,8 +148,11 @@ def open_mlflow_run(stage: str, experiment: str, config_digest: str | None, proj
         run = MlflowTracker.attach(uri, existing)
         run.set_tags(tags)
         run.rename(name)
+    elif continue_run:
+        run = MlflowTracker.reopen(uri, continue_run)
+        run.set_tags(tags)
     else:
         run = MlflowTracker.start(uri, experiment, name, parent_run_id=os.environ.get(PARENT_RUN_ID_ENV), tags=tags)
     if system_metrics:
         run.start_system_metrics()
-    return run
+    return Outbox(run, flush_timeout_s=flush_timeout_s)
