@@ -140,3 +140,60 @@ def test_a_resumed_training_continues_its_interrupted_mlflow_run(tmp_path: Path,
     assert run.info.status == "FINISHED" and run.data.tags["mage.resumed_from_step"] == "2"
     steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/ppo/loss")]
     assert steps == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_mage_train_outlives_its_mlflow_server_and_records_every_metric_in_one_run(tmp_path: Path) -> None:
+    """The issue's case: the MLflow server (`mage ui`'s) is stopped during `mage train` and started
+    again a few seconds later. Training never waits; every metric ends up in the one run, FINISHED."""
+    import json
+    import os
+    import shutil
+    import signal
+
+    from tests.integration.test_ui import _free_port, _search_runs, _start_ui
+
+    shutil.copy2(Path(__file__).resolve().parents[2] / "params.yaml", tmp_path / "params.yaml")
+    MlflowTracker.start(f"sqlite:///{tmp_path / 'mlflow.db'}", "mage", "store made").close()
+    port = _free_port()
+    ui = _start_ui(tmp_path, port, tmp_path / "ui-1.log")
+    _search_runs(ui, port)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}", "HF_HUB_OFFLINE": "1"}
+    iterations = 40
+    train = subprocess.Popen(
+        [sys.executable, "-m", "mage_core", "train", "--out", "run", "--iterations", str(iterations),
+         "--set", "train.groups_per_iteration=4", "--set", "train.eval_every=0", "--set", "tracking.experiment=outage",
+         "--set", "tracking.system_metrics=false", "--set", "tracking.register_models=false",
+         "--set", "evaluation.meta_episodes_per_opponent_seat=2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    restarted = None
+    try:
+        metrics = tmp_path / "run" / "metrics.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 4):
+            time.sleep(0.2)
+        os.kill(ui.pid, signal.SIGTERM)  # the server goes away mid-training
+        assert ui.wait(timeout=60) == 0
+        time.sleep(3)
+        restarted = _start_ui(tmp_path, port, tmp_path / "ui-2.log")
+        _search_runs(restarted, port)
+        _, stderr = train.communicate(timeout=300)
+        assert train.returncode == 0, stderr[-3000:]
+        assert "is unreachable" in stderr and "answers again" in stderr, stderr[-3000:]
+        assert "Traceback" not in stderr
+        found = _search_runs(restarted, port)
+    finally:
+        for process in (train, ui, restarted):
+            if process is not None and process.poll() is None:
+                process.kill()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("outage").experiment_id
+    runs = client.search_runs([experiment])
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED", found
+    steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, "train/ppo/loss")]
+    assert steps == list(range(1, iterations + 1))
+    logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()][1:]
+    assert [m.value for m in client.get_metric_history(runs[0].info.run_id, "train/ppo/loss")] == pytest.approx(
+        [row["train/ppo/loss"] for row in logged if "train/ppo/loss" in row])
