@@ -48,10 +48,12 @@ def _start_prefect_server() -> Callable[[], None] | None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
-         "--lifespan", "on"],
+    from mage_core.io.lifeline import wrap
+
+    server = subprocess.Popen(  # dies with this process, also on its kill -9 (lifeline)
+        wrap([sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+              "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level",
+              "error", "--lifespan", "on"]),
         env={**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
              **settings.to_environment_variables(exclude_unset=True)})
 
@@ -98,6 +100,9 @@ def _warm_up(project_dir: str) -> None:
 
 
 def main() -> int:
+    from mage_core.io.lifeline import from_environment
+
+    from_environment()  # dies with `mage reproduce` / `mage sweep`, even on their kill -9
     parser = argparse.ArgumentParser(prog="python -m flows", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="flow", required=True)
     for flow_name, text in (("reproduce", "every stage of PROJECT_DIR's dvc.yaml"),

@@ -76,7 +76,10 @@ def is_up_to_date(project_dir: Path, stage: str) -> bool:
 
 def repro(project_dir: Path, stage: str, extra_env: dict[str, str] | None = None) -> None:
     """``dvc repro --single-item STAGE``: run one stage (its upstream already ran)."""
-    done = subprocess.run([sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", stage],
+    from mage_core.io.lifeline import wrap
+
+    # dvc dies with this flow (lifeline), and the stage commands with dvc (LIFELINE_ENV, inherited)
+    done = subprocess.run(wrap([sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", stage]),
                           cwd=project_dir, env=stage_env(extra_env), check=False)
     if done.returncode != 0:
         raise RuntimeError(f"stage {stage} failed (`dvc repro --single-item {stage}` exited {done.returncode} "

@@ -8,6 +8,7 @@ torch, mlflow or prefect.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from typing import Callable, Sequence
@@ -453,6 +454,9 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mage_core.io.lifeline import from_environment
+
+    from_environment()  # a stage of a pipeline dies with its parent (dvc), even on its kill -9
     if "torch" not in sys.modules:  # too late once torch is loaded (an in-process caller)
         for key, value in PINNED_CPU_KERNELS.items():
             os.environ.setdefault(key, value)
@@ -479,16 +483,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                  BackendUnavailable: "backend unavailable", EndpointError: "endpoint error",
                  RendezvousError: "ranks cannot meet"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
+        message = str(err)
+        full = _disk_problem(err)
+        if full is not None:
+            kind, message = full
         if kind is None:
             raise
         from rich.console import Console
         from rich.text import Text
 
-        Console(stderr=True, soft_wrap=True).print(Text.assemble((f"{kind}: ", "bold red"), str(err)))
+        Console(stderr=True, soft_wrap=True).print(Text.assemble((f"{kind}: ", "bold red"), message))
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+#: Errors of a disk that cannot take more (or any) writes, wherever in the work they happen.
+DISK_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only file system",
+               errno.EFBIG: "file size limit reached"}
+
+
+def _disk_problem(err: BaseException) -> tuple[str, str] | None:
+    """A full or read-only disk met during the work (the error or one it was raised from), as
+    (kind, one line naming the file and what is kept); None for any other error."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_ERRNOS:
+            where = f" writing {seen.filename}" if seen.filename else ""
+            return DISK_ERRNOS[seen.errno], (
+                f"{seen.strerror or seen}{where}. Files are written whole or not at all: the previous outputs and "
+                "the last whole checkpoint are kept; free space (or fix the folder) and rerun the same command "
+                "(`mage train --resume auto` continues from that checkpoint)")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _print_config_error(err: Exception) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -116,10 +118,25 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
 
 def sha256_file(path: str | Path) -> str:
     """The file's SHA-256, hex, read in 1 MiB pieces."""
-    import hashlib
 
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+_RUST_OS_ERROR = re.compile(r"os error (\d+)")
+
+
+def as_os_error(err: BaseException, path: str | Path) -> OSError | None:
+    """``err`` as an ``OSError`` naming ``path`` when it is an I/O failure that a library
+    reported in its own type (safetensors' Rust writer says "... (os error 28)"); None
+    otherwise. A full disk then reads the same wherever it happens."""
+    if isinstance(err, OSError):
+        return err if err.filename else type(err)(err.errno, err.strerror, str(path))
+    found = _RUST_OS_ERROR.search(str(err))
+    if found is None:
+        return None
+    code = int(found.group(1))
+    return OSError(code, os.strerror(code), str(path))

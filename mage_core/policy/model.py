@@ -24,7 +24,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from mage_core.io.atomic import replace_dir, sha256_file
+from mage_core.io.atomic import as_os_error, replace_dir, sha256_file
 
 #: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
 MANIFEST = "mage-policy.json"
@@ -118,11 +118,17 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     one is complete, so a crash never leaves a half-written policy.
     """
     target = Path(directory)
-    with replace_dir(target) as staging:
-        model.save_pretrained(staging, safe_serialization=True,
-                              state_dict=dict(state_dict) if state_dict is not None else None)
-        tokenizer.save_pretrained(staging)
-        write_manifest(staging)
+    try:
+        with replace_dir(target) as staging:
+            model.save_pretrained(staging, safe_serialization=True,
+                                  state_dict=dict(state_dict) if state_dict is not None else None)
+            tokenizer.save_pretrained(staging)
+            write_manifest(staging)
+    except Exception as err:
+        io_error = as_os_error(err, target)
+        if io_error is not None and io_error is not err:  # e.g. safetensors' "(os error 28)": disk full
+            raise io_error from err
+        raise
     return target
 
 
@@ -178,14 +184,16 @@ def load_tokenizer(directory: str | os.PathLike[str]) -> Any:
 
 
 def load_policy(
-    directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"
+    directory: str | os.PathLike[str], dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+    verified: bool = False,
 ) -> tuple[PreTrainedModel, Any]:
     """``(model, tokenizer)`` from a local folder (ours, or e.g. a Qwen3-4B copy), in eval mode.
 
     Raises ``FileNotFoundError`` for a missing folder, config or weights, and
     ``ValueError`` when the files do not fit together (missing or mis-shaped
     weights, a tokenizer larger than the model's vocabulary) or differ from what
-    ``save_policy`` wrote (``verify_policy``).
+    ``save_policy`` wrote (``verify_policy``; ``verified``: the caller has just run it,
+    so the files are not hashed twice).
     """
     path = Path(directory)
     if not path.is_dir():
@@ -194,7 +202,8 @@ def load_policy(
         raise FileNotFoundError(f"{path} holds no config.json: not a saved policy (save_policy writes one)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise FileNotFoundError(f"{path} holds no weights (*.safetensors or *.bin)")
-    verify_policy(path)  # a policy this project saved: its files as they were written
+    if not verified:
+        verify_policy(path)  # a policy this project saved: its files as they were written
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
     except Exception as error:  # transformers raises many kinds; the cause is kept

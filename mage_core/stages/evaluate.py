@@ -136,10 +136,13 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if cfg.tracking.mlflow:
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     torch.set_num_threads(cfg.train.num_threads)
-    if cfg.backend.generator == "hf" or cfg.rollout.workers > 0:  # Ray actors copy an in-memory model
-        model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype))
-    else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
-        model, tokenizer = None, load_tokenizer(policy_dir)
+    try:  # a folder without a manifest (downloaded) that is truncated or incomplete: one line, no work
+        if cfg.backend.generator == "hf" or cfg.rollout.workers > 0:  # Ray actors copy an in-memory model
+            model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype), verified=True)
+        else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
+            model, tokenizer = None, load_tokenizer(policy_dir)
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError("command line", [f"--policy: {' '.join(str(err).split())[:400]}"]) from None
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
     game, k = cfg.env.name, trainer.eval_settings.num_episodes

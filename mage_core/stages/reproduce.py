@@ -128,8 +128,11 @@ def run_flow(args: list[str], project: Path, lock: int | None = None) -> bool:
     runs are, or that it failed (finished stages are kept). True when it succeeded.
     ``lock``: the workspace's locked file (``workspace_lock``), held by the flow too."""
     started = time.perf_counter()
+    from mage_core.io.lifeline import LIFELINE_ENV
+
+    # The flow, and everything it starts, dies with this process, also on its kill -9 (io/lifeline.py).
     done = subprocess.run([sys.executable, "-m", "flows", *args], cwd=project, check=False,
-                          pass_fds=(lock,) if lock is not None else ())
+                          pass_fds=(lock,) if lock is not None else (), env={**os.environ, LIFELINE_ENV: "1"})
     if done.returncode != 0:
         console.print(f"[bold red]the flow failed[/] (exit {done.returncode}); finished stages are kept: "
                       "rerun the same command to resume")

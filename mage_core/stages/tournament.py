@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
@@ -11,7 +13,7 @@ from rich.table import Table
 from mage_core.config import Config, ConfigError, MatchConfig, load_config, parse_config
 from mage_core.envs import registry as games
 from mage_core.evaluation.tournament import MatchResult, play_match
-from mage_core.io.atomic import write_json_atomic
+from mage_core.io.atomic import check_writable, writable_problem, write_json_atomic
 from mage_core.opponents.registry import make_opponent
 
 GAME_LABELS = {"tic_tac_toe": "TTT", "kuhn_poker": "Kuhn"}
@@ -53,6 +55,13 @@ def run(
 ) -> int:
     cfg = load_config(params, overrides)
     matches = resolve_matches(cfg, game, player_a, player_b, num_games)
+    if out != "-":  # an output that cannot be written stops now, not after the games
+        try:
+            if Path(out).is_dir():
+                raise IsADirectoryError(errno.EISDIR, "is a folder (give a file name, e.g. tournament.json)", out)
+            check_writable(Path(out).resolve().parent)
+        except OSError as err:
+            raise ConfigError("command line", [f"--out {out}: {writable_problem(err)}"]) from None
     seed = cfg.seed if seed is None else seed
     settings = cfg.opponents.settings()
     console = Console()

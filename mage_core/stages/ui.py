@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 
 from mage_core.config import ConfigError
+from mage_core.io.lifeline import wrap
 
 #: Seconds the server group has to exit after SIGTERM before it gets SIGKILL.
 STOP_GRACE_S = 10.0
@@ -85,7 +86,8 @@ def serve(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     server = None
     try:
-        server = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
+        # The server's group stops with this process, also on its kill -9 (io/lifeline.py --group).
+        server = subprocess.Popen(wrap(cmd, group=True), cwd=cwd, env=env, start_new_session=True)
         return server.wait()
     except (_Stop, KeyboardInterrupt):
         return 0

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from mage_core.io.atomic import sha256_file, write_text_atomic
+from mage_core.io.atomic import as_os_error, sha256_file, write_text_atomic
 from mage_core.io.dotted import flatten
 
 FORMAT_VERSION = 1
@@ -186,8 +186,11 @@ class CheckpointManager:
                 shutil.rmtree(aside)
             os.rename(tmp, final)
             _fsync_dir(self.directory)
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(tmp, ignore_errors=True)
+            io_error = as_os_error(err, final) if isinstance(err, Exception) else None
+            if io_error is not None and io_error is not err:  # e.g. safetensors' "(os error 28)": disk full
+                raise io_error from err
             raise
         write_text_atomic(self.directory / POINTER, final.name + "\n")  # the commit point
         _fsync_dir(self.directory)

@@ -62,6 +62,21 @@ def test_partial_adhoc_match_is_a_usage_error(project_root: Path, mage_cmd: list
     assert not (tmp_path / "t.json").exists()
 
 
+@pytest.mark.parametrize("where", ["under a file", "a folder"])
+def test_a_tournament_output_that_cannot_be_written_stops_before_the_games(
+        project_root: Path, mage_cmd: list[str], tmp_path: Path, where: str) -> None:
+    # Issue 25: the games used to be played first and the write to fail with a traceback.
+    (tmp_path / "a-file").write_text("kept\n")
+    target = tmp_path / "a-file" / "t.json" if where == "under a file" else tmp_path
+    out = run([*mage_cmd, "tournament", "--params", str(project_root / "params.yaml"), "--game", "tic_tac_toe",
+               "--a", "minimax", "--b", "random", "--games", "20", "--out", str(target)], tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    problem = "Not a directory: " + str(tmp_path / "a-file") if where == "under a file" else "is a folder"
+    assert f"--out {target}: cannot write there (" in out.stderr and problem in out.stderr
+    assert "Traceback" not in out.stderr and "minimax vs random" not in out.stdout  # no game was played
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and (tmp_path / "a-file").read_text() == "kept\n"
+
+
 def test_adhoc_tournament_writes_json(project_root: Path, mage_cmd: list[str], tmp_path: Path) -> None:
     target = tmp_path / "out" / "t.json"
     out = run([*mage_cmd, "tournament", "--params", str(project_root / "params.yaml"), "--game", "tic_tac_toe",

@@ -125,6 +125,33 @@ def test_a_corrupted_policy_stops_before_any_work_and_writes_nothing(policy: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "empty", "no weights"])
+def test_a_damaged_policy_without_a_manifest_is_one_line_before_any_work(policy: Path, tmp_path: Path,
+                                                                         damage: str) -> None:
+    """Issue 25: a downloaded model folder (no mage-policy.json to check it against) that is truncated,
+    empty or missing its weights used to end in a traceback."""
+    import shutil
+
+    from mage_core.policy.model import MANIFEST
+
+    copy = tmp_path / "downloaded"
+    shutil.copytree(policy, copy)
+    (copy / MANIFEST).unlink()
+    weights = copy / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "empty":
+        weights.write_bytes(b"")
+    else:
+        weights.unlink()
+    with pytest.raises(ConfigError) as raised:
+        evaluate(parse_config(PARAMS), copy, tmp_path / "out")
+    (problem,) = raised.value.problems
+    expected = "holds no weights" if damage == "no weights" else "cannot load the model in"
+    assert problem.startswith("--policy: ") and expected in problem and str(copy) in problem and "\n" not in problem
+    assert not (tmp_path / "out").exists()
+
+
 def test_exploration_suite_has_its_exact_ceilings_and_opening_bets(policy: Path, tmp_path: Path) -> None:
     """Preset ``probe``: the agent first to act against the tight caller or the calling
     station (tests/unit/test_kuhn_analysis.py derives 1/6 and 1/3 by hand)."""

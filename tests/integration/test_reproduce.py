@@ -94,6 +94,43 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     assert len(again["runs"]) == len(found["runs"]) + 1  # only the second flow's own run
 
 
+def test_kill_9_of_mage_reproduce_takes_its_flow_along_and_a_rerun_finishes(workspace: Path, harness: None) -> None:
+    # Issue 25: `kill -9` of `mage reproduce` used to leave its flow, the flow's Prefect server and
+    # `dvc repro` running. Now every process below it dies with it (mage_core/io/lifeline.py), the
+    # workspace lock is free, and the same command finishes the work.
+    import psutil
+
+    project = workspace.parents[2]  # <project>/artifacts/profiles/smoke
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "PREFECT_API_URL")}
+    env.update(PREFECT_SERVER_ANALYTICS_ENABLED="false", DVC_NO_ANALYTICS="1")
+    cmd = [sys.executable, "-m", "mage_core", "reproduce", "--profile", "smoke", "--params", str(project / "params.yaml")]
+    before = _locked(workspace)
+    with (workspace / "killed-reproduce.log").open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    tree: list = []
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            if len(tree) >= 2:  # the flow and its temporary Prefect server
+                break
+            time.sleep(0.2)
+        assert len(tree) >= 2, (workspace / "killed-reproduce.log").read_text()
+        os.kill(proc.pid, signal.SIGKILL)  # mage reproduce alone, not its process group
+        proc.wait()
+        _, alive = psutil.wait_procs(tree, timeout=60)
+        assert not alive, f"still running after kill -9 of mage reproduce: {alive}"
+    finally:
+        for child in tree:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+    rerun = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    assert _locked(workspace) == before  # everything was up to date: nothing redone, nothing recorded anew
+
+
 @pytest.mark.slow  # 2-2.5 min on 2 cores (docs/testing.md); the fast tier keeps the flows above and below
 def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, harness: None,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +144,8 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     params = yaml.safe_load((workspace / "params.yaml").read_text())
     params["reproduce"]["eval_per_pair"] = 3
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1"}
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
+           "MAGE_DIE_WITH_PARENT": "1"}  # as `mage reproduce` starts it (mage_core/io/lifeline.py)
     log = (workspace / "killed-flow.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "flows", "reproduce", str(workspace)], cwd=workspace, env=env,
                             start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
@@ -123,7 +161,7 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     import psutil
 
     tree = psutil.Process(proc.pid).children(recursive=True)  # dvc repro, mage evaluate, the Prefect server
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-way through the next stage
+    os.kill(proc.pid, signal.SIGKILL)  # the flow alone, mid-way through the next stage: its children follow it
     proc.wait()
     # DVC frees the locks of a killed `dvc repro` once its PID is gone: wait until init has
     # reaped the orphans (in this sandbox PID 1 reaps them with a delay; a zombie's PID exists).

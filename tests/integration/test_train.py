@@ -320,3 +320,31 @@ def test_an_unwritable_out_is_one_line_before_any_work(tmp_path: Path, monkeypat
     assert f"--out: {blocker / 'run'}: cannot write there (" in err
     assert "choose another --out or fix its permissions" in err
     assert blocker.read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "p.yaml"]
+
+
+def test_a_full_disk_is_one_line_and_a_rerun_finishes(tmp_path: Path, project_root: Path) -> None:
+    """Issue 25: a disk that fills during training (here `ulimit -f`: every file over 400 kB fails,
+    as on a full disk) ended in a traceback from safetensors' writer. One line names what could not
+    be written and what is kept; the same command with room to write finishes the run."""
+    import resource
+    import subprocess
+    import sys
+
+    (tmp_path / "params.yaml").write_text((project_root / "params.yaml").read_text())
+    cmd = [sys.executable, "-m", "mage_core", "train", "--out", "run", "--iterations", "3", "--resume", "auto",
+           "--set", "train.groups_per_iteration=3", "--set", "train.eval_every=0", "--set", "tracking.mlflow=false",
+           "--set", "evaluation.meta_episodes_per_opponent_seat=2", "--set", "train.checkpoint_every=1"]
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+
+    full = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_files, timeout=300)
+    assert full.returncode == 1, full.stderr[-2000:]
+    assert "Traceback" not in full.stderr
+    line = [x for x in full.stderr.splitlines() if x.strip()][-1]
+    assert line.startswith("file size limit reached: File too large writing run/checkpoints/step-000001. ")
+    assert "the last whole checkpoint are kept" in line
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == []  # no half-written checkpoint
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 3

@@ -139,3 +139,34 @@ def test_stopping_mage_ui_stops_its_mlflow_server(tmp_path: Path, stop: signal.S
         if ui.poll() is None:
             ui.kill()
             ui.wait(timeout=30)
+
+
+def test_a_killed_mage_ui_takes_its_mlflow_server_with_it(tmp_path: Path) -> None:
+    # Issue 25: `kill -9` of mage ui used to leave its server holding the port. The server's process
+    # group dies with it now (mage_core/io/lifeline.py --group).
+    import psutil
+
+    from mage_core.tracking.mlflow_tracker import MlflowTracker
+
+    (tmp_path / "params.yaml").write_text("seed: 0\n")
+    MlflowTracker.start(f"sqlite:///{tmp_path / 'mlflow.db'}", "mage", "a stage").close()
+    port = _free_port()
+    ui = _start_ui(tmp_path, port, tmp_path / "ui.log")
+    children: list = []
+    try:
+        _search_runs(ui, port)
+        children = psutil.Process(ui.pid).children(recursive=True)
+        os.kill(ui.pid, signal.SIGKILL)  # nothing of mage ui runs any more: no handler, no clean-up
+        ui.wait(timeout=30)
+        _, alive = psutil.wait_procs(children, timeout=60)
+        assert not alive, f"still running after kill -9 of mage ui: {alive}"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", port))  # the port is free again
+    finally:
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        if ui.poll() is None:
+            ui.kill()

@@ -1,0 +1,145 @@
+"""Processes that die with the process that started them (docs/faults.md, "Interruptions").
+
+``mage reproduce`` starts a flow, which starts a Prefect server and ``dvc repro``, which starts
+the stage commands; ``mage ui`` starts an MLflow server with workers of its own. A Ctrl-C
+reaches all of them (one foreground process group); a ``kill -9`` of the parent reaches none,
+and they would go on starting stages or holding a port. Linux can tell a process when its
+parent dies (``prctl(PR_SET_PDEATHSIG)``), a setting kept across ``exec``:
+
+- ``die_with_parent()``: this process receives SIGTERM when its parent dies. The project's
+  own entry points (``mage``, ``python -m flows``) call it when ``LIFELINE_ENV`` is set, which
+  the commands that start pipelines set for their whole process tree;
+- ``python -m mage_core.io.lifeline CMD ...``: the same for a program that is not ours (dvc,
+  uvicorn), then ``exec`` of it: nothing stays in between;
+- ``python -m mage_core.io.lifeline --group CMD ...``: for a program whose own children would
+  outlive it (``mlflow server``): started as the leader of a process group of its own
+  (``start_new_session``), it runs CMD in that group and, when its parent dies or it is asked to
+  stop, stops the whole group (SIGTERM, then SIGKILL after ``GRACE_S``).
+
+Elsewhere than Linux these are no-ops: a kill -9 of the parent leaves the children, as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+#: Set (to "1") in the environment of a process tree whose members should die with their parent.
+LIFELINE_ENV = "MAGE_DIE_WITH_PARENT"
+PR_SET_PDEATHSIG = 1
+#: Seconds a group gets between SIGTERM and SIGKILL.
+GRACE_S = 10.0
+
+
+def die_with_parent(sig: int = signal.SIGTERM, expected_parent: int | None = None) -> bool:
+    """Have the kernel send ``sig`` to this process when its parent dies; if the parent is
+    already gone (it died before this call: the process was handed to init), send it now.
+    Whether the kernel took the setting (False elsewhere than Linux)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        return False
+    parent = os.getppid()
+    if (expected_parent is not None and parent != expected_parent) or parent == 1:
+        os.kill(os.getpid(), sig)
+    return True
+
+
+def from_environment() -> None:
+    """``die_with_parent()`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``)."""
+    if os.environ.get(LIFELINE_ENV) == "1":
+        die_with_parent()
+
+
+def wrap(cmd: list[str], group: bool = False) -> list[str]:
+    """``cmd`` run through this module: it dies with the process that starts it (``group``: its
+    whole process group does; start it with ``start_new_session=True``)."""
+    return [sys.executable, "-m", "mage_core.io.lifeline", *(["--group"] if group else []), "--", *cmd]
+
+
+def _supervise(cmd: list[str]) -> int:
+    """Run ``cmd`` in this process's group (of which this process is the leader) until it exits;
+    on SIGTERM/SIGINT/SIGHUP, or when the parent dies (SIGTERM), stop the whole group."""
+    if os.getpgrp() != os.getpid():
+        print("lifeline --group: not a process-group leader (start it with start_new_session=True)",
+              file=sys.stderr)
+        return 2
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's SIGTERM reaches this process too
+        try:
+            os.killpg(os.getpgrp(), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    die_with_parent()
+    if stopping:  # the parent was gone already
+        return 0
+    child = subprocess.Popen(cmd)
+    while True:
+        try:
+            code = child.wait(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if stopping:
+                try:
+                    code = child.wait(timeout=GRACE_S)
+                except subprocess.TimeoutExpired:
+                    code = -signal.SIGKILL
+                break
+    if not stopping:
+        return code
+    deadline = time.monotonic() + GRACE_S  # the command's own children, given the same grace
+    while time.monotonic() < deadline and _group_has_others():
+        time.sleep(0.1)
+    if _group_has_others():
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # takes this process too: nothing of the group is left
+    return 0
+
+
+def _group_has_others() -> bool:
+    """Whether a process other than this one is left in this process's group (Linux /proc)."""
+    me, group = os.getpid(), os.getpgrp()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    group = bool(args) and args[0] == "--group"
+    if group:
+        args = args[1:]
+    if args and args[0] == "--":
+        args = args[1:]
+    if not args:
+        print("usage: python -m mage_core.io.lifeline [--group] -- CMD [ARG ...]", file=sys.stderr)
+        return 2
+    if group:
+        return _supervise(args)
+    die_with_parent()
+    os.execvp(args[0], args)
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""mage_core/io/lifeline.py: processes that die with their parent, also on its kill -9 (real
+processes and signals; Linux)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.unit, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gone(pid: int, timeout_s: float = 15.0) -> bool:
+    """Whether ``pid`` has exited (or is a zombie waiting for init to reap it) within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _parent(code: str) -> tuple[subprocess.Popen, list[int]]:
+    """A parent process running ``code`` (which prints the pids it wants watched, one a line, then
+    sleeps), and those pids."""
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    pids = [int(parent.stdout.readline()) for _ in range(code.count("print("))]
+    return parent, pids
+
+
+def test_a_wrapped_command_dies_with_its_parent_on_kill_9() -> None:
+    parent, (child,) = _parent(
+        "import subprocess, time\nfrom mage_core.io.lifeline import wrap\n"
+        "p = subprocess.Popen(wrap(['sleep', '60']))\nprint(p.pid, flush=True)\ntime.sleep(60)")
+    time.sleep(0.5)
+    assert not _gone(child, 0.2)  # running, as `sleep` itself (exec: nothing in between)
+    assert Path(f"/proc/{child}/comm").read_text().strip() == "sleep"
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert _gone(child)
+
+
+def test_a_group_dies_whole_with_its_parent_grandchildren_included() -> None:
+    # As `mage ui` starts `mlflow server`, whose own workers would outlive it: the group goes.
+    inner = "import subprocess, time; q = subprocess.Popen(['sleep', '60']); print(q.pid, flush=True); time.sleep(60)"
+    parent, (leader, grandchild) = _parent(
+        "import subprocess, sys, time\nfrom mage_core.io.lifeline import wrap\n"
+        f"p = subprocess.Popen(wrap([sys.executable, '-c', {inner!r}], group=True), start_new_session=True)\n"
+        "print(p.pid, flush=True)\ntime.sleep(60)")
+    assert not _gone(grandchild, 0.2) and os.getpgid(grandchild) == leader
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert _gone(leader) and _gone(grandchild)
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["LIFELINE_ENV=1", "unset"])
+def test_our_entry_points_die_with_their_parent_when_the_tree_asks(asked: bool) -> None:
+    # `mage` and `python -m flows` call from_environment() first: a stage under dvc dies with dvc.
+    child_code = "from mage_core.io.lifeline import from_environment; from_environment(); import time; time.sleep(60)"
+    env_line = ("os.environ['MAGE_DIE_WITH_PARENT'] = '1'" if asked else "os.environ.pop('MAGE_DIE_WITH_PARENT', None)")
+    parent, (child,) = _parent(
+        f"import os, subprocess, sys, time\n{env_line}\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {child_code!r}])\nprint(p.pid, flush=True)\ntime.sleep(60)")
+    time.sleep(1.0)  # the child has made its prctl call
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    try:
+        assert _gone(child, 10.0 if asked else 1.0) == asked
+    finally:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_the_wrapper_without_a_command_prints_its_usage() -> None:
+    from mage_core.io.lifeline import main
+
+    assert main([]) == 2 and main(["--group"]) == 2
