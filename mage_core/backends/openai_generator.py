@@ -137,22 +137,23 @@ class _Watch:
             self._shut(sock)
 
 
-class _WatchedHTTP(urllib.request.HTTPHandler):
+class _Watched:
+    """A urllib handler whose connections are ``_Watch``-ed (mixed into the HTTP and HTTPS handlers)."""
+
     def __init__(self, watch: _Watch) -> None:
         super().__init__()
         self._watch = watch
 
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super().do_open(self._watch.wrap(http_class), req, **kwargs)
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        return super().do_open(self._watch.wrap(http_class), req, **kwargs)  # type: ignore[misc]
 
 
-class _WatchedHTTPS(urllib.request.HTTPSHandler):
-    def __init__(self, watch: _Watch) -> None:
-        super().__init__()
-        self._watch = watch
+class _WatchedHTTP(_Watched, urllib.request.HTTPHandler):
+    pass
 
-    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        return super().do_open(self._watch.wrap(http_class), req, **kwargs)
+
+class _WatchedHTTPS(_Watched, urllib.request.HTTPSHandler):
+    pass
 
 
 class _Expired(Exception):
