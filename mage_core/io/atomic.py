@@ -134,7 +134,7 @@ def as_os_error(err: BaseException, path: str | Path) -> OSError | None:
     reported in its own type (safetensors' Rust writer says "... (os error 28)"); None
     otherwise. A full disk then reads the same wherever it happens."""
     if isinstance(err, OSError):
-        return err if err.filename else type(err)(err.errno, err.strerror, str(path))
+        return err
     found = _RUST_OS_ERROR.search(str(err))
     if found is None:
         return None

@@ -50,6 +50,17 @@ def die_with_parent(sig: int = signal.SIGTERM, expected_parent: int | None = Non
     return True
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (also one of another user's, which may not be signalled)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def from_environment() -> None:
     """``die_with_parent()`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``)."""
     if os.environ.get(LIFELINE_ENV) == "1":

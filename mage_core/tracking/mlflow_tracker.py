@@ -99,12 +99,10 @@ def _owner_alive(tags: Mapping[str, str]) -> bool:
         pid = int(tags[PID_TAG])
     except (KeyError, ValueError):
         return True  # not ours to judge
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    from mage_core.io.lifeline import pid_alive
+
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        return True
     start = tags.get(PID_START_TAG)
     return start is None or _process_start(pid) in (None, start)
 

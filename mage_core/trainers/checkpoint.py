@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from mage_core.io.atomic import as_os_error, sha256_file, write_text_atomic
+from mage_core.io.lifeline import pid_alive
 from mage_core.io.dotted import flatten
 
 FORMAT_VERSION = 1
@@ -214,7 +215,7 @@ class CheckpointManager:
             if not child.name.startswith(_TMP_PREFIX) or not child.is_dir():
                 continue
             pid = child.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and pid_alive(int(pid)):
                 continue  # another live writer (not supported, but do not break it)
             shutil.rmtree(child, ignore_errors=True)
 
@@ -304,16 +305,6 @@ class CheckpointManager:
             return reader(file)
         except Exception as err:  # hash matched but the library refuses it (e.g. another version)
             raise CheckpointError(f"{file}: cannot be read ({type(err).__name__}: {err})") from None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def metadata_differences(stored: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
