@@ -100,9 +100,14 @@ def _warm_up(project_dir: str) -> None:
 
 
 def main() -> int:
+    import signal
+
     from mage_core.io.lifeline import from_environment
 
-    from_environment()  # dies with `mage reproduce` / `mage sweep`, even on their kill -9
+    # Dies with `mage reproduce` / `mage sweep`, even on their kill -9. SIGKILL, not SIGTERM: Prefect
+    # catches SIGTERM and waits for the running stages; the stages' own `dvc repro` and commands
+    # then die with this process (io/lifeline.py), and the next run marks their MLflow runs KILLED.
+    from_environment(signal.SIGKILL)
     parser = argparse.ArgumentParser(prog="python -m flows", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="flow", required=True)
     for flow_name, text in (("reproduce", "every stage of PROJECT_DIR's dvc.yaml"),

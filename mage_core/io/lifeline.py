@@ -8,7 +8,8 @@ parent dies (``prctl(PR_SET_PDEATHSIG)``), a setting kept across ``exec``:
 
 - ``die_with_parent()``: this process receives SIGTERM when its parent dies. The project's
   own entry points (``mage``, ``python -m flows``) call it when ``LIFELINE_ENV`` is set, which
-  the commands that start pipelines set for their whole process tree;
+  the commands that start pipelines set for their whole process tree (the flow asks for SIGKILL:
+  Prefect catches SIGTERM and would wait for the running stages);
 - ``python -m mage_core.io.lifeline CMD ...``: the same for a program that is not ours (dvc,
   uvicorn), then ``exec`` of it: nothing stays in between;
 - ``python -m mage_core.io.lifeline --group CMD ...``: for a program whose own children would
@@ -61,10 +62,10 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def from_environment() -> None:
-    """``die_with_parent()`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``)."""
+def from_environment(sig: int = signal.SIGTERM) -> None:
+    """``die_with_parent(sig)`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``)."""
     if os.environ.get(LIFELINE_ENV) == "1":
-        die_with_parent()
+        die_with_parent(sig)
 
 
 def wrap(cmd: list[str], group: bool = False) -> list[str]:

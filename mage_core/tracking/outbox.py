@@ -150,7 +150,8 @@ class Outbox:
 
     def _done(self) -> None:
         with self._cond:
-            self._queue.popleft()
+            if self._queue:  # a close() that gave up on the store has emptied it meanwhile
+                self._queue.popleft()
             self._busy = False
             self._cond.notify_all()
 

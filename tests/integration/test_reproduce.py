@@ -144,11 +144,11 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     params = yaml.safe_load((workspace / "params.yaml").read_text())
     params["reproduce"]["eval_per_pair"] = 3
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
-           "MAGE_DIE_WITH_PARENT": "1"}  # as `mage reproduce` starts it (mage_core/io/lifeline.py)
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1"}
     log = (workspace / "killed-flow.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "flows", "reproduce", str(workspace)], cwd=workspace, env=env,
-                            start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    # `mage reproduce` on the workspace as a project of its own (its params as changed above)
+    proc = subprocess.Popen([sys.executable, "-m", "mage_core", "reproduce", "--params", str(workspace / "params.yaml")],
+                            cwd=workspace, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 240
     recorded = False
     while time.monotonic() < deadline and proc.poll() is None:
@@ -160,8 +160,14 @@ def test_a_killed_flow_resumes_without_redoing_finished_stages(workspace: Path, 
     assert proc.poll() is None, f"the flow ended before it was killed:\n{(workspace / 'killed-flow.log').read_text()}"
     import psutil
 
-    tree = psutil.Process(proc.pid).children(recursive=True)  # dvc repro, mage evaluate, the Prefect server
-    os.kill(proc.pid, signal.SIGKILL)  # the flow alone, mid-way through the next stage: its children follow it
+    tree: list = []
+    for _ in range(300):  # until the next stage runs: the flow, its dvc repro, the stage command
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        if any("dvc" in " ".join(p.cmdline()) for p in tree):
+            break
+        time.sleep(0.1)
+    assert any("dvc" in " ".join(p.cmdline()) for p in tree), "no stage was running when the flow was killed"
+    os.kill(proc.pid, signal.SIGKILL)  # mage reproduce alone, mid-way through the next stage: all below follow
     proc.wait()
     # DVC frees the locks of a killed `dvc repro` once its PID is gone: wait until init has
     # reaped the orphans (in this sandbox PID 1 reaps them with a delay; a zombie's PID exists).
