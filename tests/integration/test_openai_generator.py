@@ -243,28 +243,27 @@ def echo_headers(status: bytes):
     return handle
 
 
-@pytest.mark.parametrize("key", ["sk-secret-abc123XYZ", "hunter2-plain-token"])
-def test_a_refused_key_is_not_echoed(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def _error_from_echoing_server(monkeypatch: pytest.MonkeyPatch, key: str, status: bytes) -> str:
+    """The one-line error of a check against a server that answers ``status`` echoing the request."""
     monkeypatch.setenv("MAGE_TEST_KEY", key)
-    with RawServer(echo_headers(b"401 Unauthorized")) as server:
+    with RawServer(echo_headers(status)) as server:
         gen = OpenAIGenerator(None, server.url, "tiny", api_key_env="MAGE_TEST_KEY", max_retries=0)
         with pytest.raises(EndpointError) as info:
             gen.check()
         gen.close()
-    message = str(info.value)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("key", ["sk-secret-abc123XYZ", "hunter2-plain-token"])
+def test_a_refused_key_is_not_echoed(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    message = _error_from_echoing_server(monkeypatch, key, b"401 Unauthorized")
     assert key not in message and "Bearer" not in message and "you sent" not in message  # no body at all
     assert "refused the API key (HTTP 401 Unauthorized)" in message and "MAGE_TEST_KEY" in message
     assert "backend.openai.api_key_env" in message
 
 
 def test_other_error_bodies_are_redacted_excerpts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MAGE_TEST_KEY", "hunter2-plain-token")
-    with RawServer(echo_headers(b"400 Bad Request")) as server:
-        gen = OpenAIGenerator(None, server.url, "tiny", api_key_env="MAGE_TEST_KEY", max_retries=0)
-        with pytest.raises(EndpointError) as info:
-            gen.check()
-        gen.close()
-    message = str(info.value)
+    message = _error_from_echoing_server(monkeypatch, "hunter2-plain-token", b"400 Bad Request")
     assert "HTTP 400 Bad Request: you sent:" in message and "[redacted]" in message
     assert "hunter2-plain-token" not in message and "\n" not in message and len(message) < 300
 
