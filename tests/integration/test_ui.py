@@ -145,7 +145,9 @@ def test_stopping_mage_ui_stops_its_mlflow_server(tmp_path: Path, stop: signal.S
         assert not alive, f"still running after {stop.name}: {alive}"
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", port))  # the port is free again
+        with socket.socket() as probe:  # the port is free again: no socket listens there
+            # SO_REUSEADDR: a closed connection's TIME_WAIT may remain; a listener would still refuse the bind
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", port))
     finally:
         _kill_all(ui, children)  # nothing of a failed run outlives the test
