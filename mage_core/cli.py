@@ -456,7 +456,15 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from mage_core.io.lifeline import from_environment
 
-    from_environment()  # a stage of a pipeline dies with its parent (dvc), even on its kill -9
+    if from_environment():  # a stage of a pipeline dies with its parent (dvc), even on its kill -9
+        import signal
+
+        def _terminate(signum: int, frame: object) -> None:
+            # The parent-death SIGTERM, or any: unwind, so that `finally` blocks run (the MLflow run
+            # marked KILLED, vLLM engines and Ray workers closed) instead of dying on the spot.
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, _terminate)
     if "torch" not in sys.modules:  # too late once torch is loaded (an in-process caller)
         for key, value in PINNED_CPU_KERNELS.items():
             os.environ.setdefault(key, value)

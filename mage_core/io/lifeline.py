@@ -62,10 +62,13 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def from_environment(sig: int = signal.SIGTERM) -> None:
-    """``die_with_parent(sig)`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``)."""
+def from_environment(sig: int = signal.SIGTERM) -> bool:
+    """``die_with_parent(sig)`` if this process belongs to a tree that asked for it (``LIFELINE_ENV``);
+    whether it does."""
     if os.environ.get(LIFELINE_ENV) == "1":
         die_with_parent(sig)
+        return True
+    return False
 
 
 def wrap(cmd: list[str], group: bool = False) -> list[str]:
@@ -99,7 +102,11 @@ def _supervise(cmd: list[str]) -> int:
     die_with_parent()
     if stopping:  # the parent was gone already
         return 0
-    child = subprocess.Popen(cmd)
+    try:
+        child = subprocess.Popen(cmd)
+    except OSError as err:
+        print(f"lifeline: cannot run {cmd[0]}: {err.strerror}", file=sys.stderr)
+        return 127
     while True:
         try:
             code = child.wait(timeout=0.5)
@@ -112,7 +119,7 @@ def _supervise(cmd: list[str]) -> int:
                     code = -signal.SIGKILL
                 break
     if not stopping:
-        return code
+        return 128 - code if code < 0 else code  # a child ended by signal N: 128 + N, as a shell says
     deadline = time.monotonic() + GRACE_S  # the command's own children, given the same grace
     while time.monotonic() < deadline and _group_has_others():
         time.sleep(0.1)
@@ -149,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     if group:
         return _supervise(args)
     die_with_parent()
-    os.execvp(args[0], args)
+    try:
+        os.execvp(args[0], args)
+    except OSError as err:
+        print(f"lifeline: cannot run {args[0]}: {err.strerror}", file=sys.stderr)
+        return 127
     return 127  # not reached
 
 

@@ -464,8 +464,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             # The interrupted run continues: its metrics stay in one MLflow run.
             from mage_core.tracking.mlflow_tracker import default_tracking_uri
 
-            reopened = interrupted_run(default_tracking_uri(Path.cwd()), cfg.tracking.experiment, str(out_dir),
-                                       digest)
+            reopened = interrupted_run(default_tracking_uri(Path.cwd()), cfg.tracking.experiment,
+                                       str(out_dir.resolve()), digest)
         mlflow_run = open_mlflow_run("train", cfg.tracking.experiment, digest, Path.cwd(),
                                      identity=StageIdentity.of("train", cfg, run_name),
                                      system_metrics=cfg.tracking.system_metrics,
@@ -479,7 +479,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     if mlflow_run is not None:  # tagged with where it resumed (a reopened run has its params already)
         if reopened is None:
             mlflow_run.log_params(params)
-        mlflow_run.set_tags({"mage.output_dir": str(out_dir), "mage.resumed_from_step": str(state.iteration),
+        mlflow_run.set_tags({"mage.output_dir": str(out_dir.resolve()), "mage.resumed_from_step": str(state.iteration),
                              "mage.ranks": str(ranks.world)})
     # A prompting or memory baseline (algorithm.agent) is never updated: its "training" is the
     # selection-set evaluation of the model as given, saved as best/ like any run's.
@@ -547,7 +547,8 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
             for name in ("summary.json", "metrics.jsonl", "transcripts.txt"):
                 logger.log_artifact(out_dir / name)
             if mlflow_run is not None and cfg.tracking.register_models and cfg.algorithm.agent == "trained":
-                register(mlflow_run, out_dir / "best", state, t.select_on)
+                mlflow_run.extra("registering best/", lambda: register(mlflow_run, out_dir / "best", state,
+                                                                       t.select_on))
         logger.close()
         ranks.barrier()  # no rank leaves before rank 0 has written everything
         return {**summary, "minutes": seconds / 60, "rank": ranks.rank}

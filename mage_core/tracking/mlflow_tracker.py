@@ -68,7 +68,7 @@ def _quiet_mlflow_env() -> None:
 
 #: Tags that say which process owns a run: a RUNNING run whose process is gone was interrupted
 #: (kill -9, a machine that went down) and is marked KILLED by the next run started in the store.
-HOST_TAG, PID_TAG, PID_START_TAG = "mage.host", "mage.pid", "mage.pid_start"
+HOST_TAG, PID_TAG, PID_START_TAG, PID_NS_TAG = "mage.host", "mage.pid", "mage.pid_start", "mage.pid_ns"
 ENDED_TAG = "mage.ended"
 
 
@@ -82,12 +82,22 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
+def _pid_namespace() -> str | None:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return None
+
+
 def owner_tags() -> dict[str, str]:
     """This process as a run's owner (``HOST_TAG``, ``PID_TAG``, ``PID_START_TAG``)."""
     import socket
 
     pid = os.getpid()
     tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(pid)}
+    namespace = _pid_namespace()
+    if namespace is not None:  # containers sharing a hostname do not see each other's pids
+        tags[PID_NS_TAG] = namespace
     start = _process_start(pid)
     if start is not None:
         tags[PID_START_TAG] = start
@@ -99,6 +109,8 @@ def _owner_alive(tags: Mapping[str, str]) -> bool:
         pid = int(tags[PID_TAG])
     except (KeyError, ValueError):
         return True  # not ours to judge
+    if tags.get(PID_NS_TAG, _pid_namespace()) != _pid_namespace():
+        return True  # another pid namespace (container): its pids are not ours to look up
     from mage_core.io.lifeline import pid_alive
 
     if not pid_alive(pid):
@@ -340,7 +352,11 @@ class MlflowTracker:
             experiment_id = experiment.experiment_id
             if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag, or by hand
                 client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_EXPERIMENT_KIND)
-        end_dead_runs(client)  # runs whose process was killed stay RUNNING otherwise
+        try:
+            end_dead_runs(client)  # runs whose process was killed stay RUNNING otherwise
+        except Exception as err:  # noqa: BLE001  (a clean-up of others' runs never stops this one)
+            logging.getLogger(__name__).warning("MLflow: could not check for interrupted runs (%s)",
+                                                " ".join(str(err).split())[:200])
         all_tags = {**owner_tags(), **{k: str(v) for k, v in (tags or {}).items()}}
         if parent_run_id is not None:
             all_tags[PARENT_RUN_TAG] = parent_run_id
@@ -353,9 +369,9 @@ class MlflowTracker:
         process, ended by it."""
         _quiet_mlflow_env()
         client = store_client(tracking_uri)
-        client.update_run(run_id, status="RUNNING")
-        for key, value in owner_tags().items():
+        for key, value in owner_tags().items():  # owned first: a concurrent start must not judge it dead
             client.set_tag(run_id, key, value)
+        client.update_run(run_id, status="RUNNING")
         return cls(client, run_id)
 
     @property

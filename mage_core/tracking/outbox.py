@@ -87,13 +87,30 @@ class Outbox:
         except Exception as err:  # noqa: BLE001
             self._warn(f"MLflow at {self.tracking_uri}: {method} {args[0]} failed ({_one_line(err)}); skipped")
 
+    @property
+    def away(self) -> bool:
+        """Whether the store did not answer the last attempt (and has not answered since)."""
+        return self._down_since is not None
+
     def __getattr__(self, name: str) -> Any:
-        # Everything else (artifacts, registration, tags(), run_id) goes to the run directly, after
-        # what is queued, so that it sees the run as the queue left it.
+        # Everything else (registration, tags(), the comparison views) goes to the run directly, after
+        # what is queued, so that it sees the run as the queue left it; with the store away, at once
+        # TrackingUnavailable, which the stages turn into one line (never a wait and a traceback).
         if name.startswith("_"):
             raise AttributeError(name)
-        self.drain(self.flush_timeout_s)
+        if self.away or not self.drain(self.flush_timeout_s):
+            from mage_core.tracking.mlflow_tracker import TrackingUnavailable
+
+            raise TrackingUnavailable(f"MLflow at {self.tracking_uri} is unreachable ({name} skipped)")
         return getattr(self.run, name)
+
+    def extra(self, what: str, action: Any) -> None:
+        """Run ``action()`` (a registration, the comparison views: calls straight to the store) unless
+        the store is away or fails it: then one line, and the stage goes on."""
+        try:
+            action()
+        except Exception as err:  # noqa: BLE001  (whatever the store or the network raised)
+            self._warn(f"MLflow at {self.tracking_uri}: {what} skipped ({_one_line(err)})")
 
     def _put(self, method: str, payload: Any) -> None:
         with self._cond:
@@ -124,29 +141,42 @@ class Outbox:
             try:
                 self._send(method, payload)
             except Exception as err:  # noqa: BLE001  (whatever the store or the network raised)
-                if isinstance(err, MlflowException) and err.error_code in REFUSALS:
-                    # The store answered and refused this item (a bad value, a param written twice):
-                    # retrying cannot help.
-                    self._warn(f"MLflow refused {method} for run {self.run.run_id}: {_one_line(err)} (dropped; "
-                               "metrics.jsonl has the metrics)")
+                transient = isinstance(err, OSError) or (isinstance(err, MlflowException)
+                                                         and err.error_code not in REFUSALS)
+                if not transient:
+                    # The store answered and refused this item (a bad value, a param written twice), or
+                    # the item itself is bad: retrying cannot help, and it must not block the queue.
+                    self._say(f"MLflow refused {method} for run {self.run.run_id}: {_one_line(err)} (dropped; "
+                              "metrics.jsonl has the metrics)")
                     self._done()
                     continue
+                first = False
                 with self._cond:  # unreachable or failing store: keep the item and retry
                     self._busy = False
                     if self._down_since is None:
                         self._down_since = time.monotonic()
-                        self._warn(f"MLflow at {self.run.tracking_uri} is unreachable ({_one_line(err)}); training "
-                                   "goes on, its metrics wait in memory and are retried (metrics.jsonl has them all)")
+                        first = True
+                if first:
+                    self._say(f"MLflow at {self.run.tracking_uri} is unreachable ({_one_line(err)}); training "
+                              "goes on, its metrics wait in memory and are retried (metrics.jsonl has them all)")
+                with self._cond:
                     self._cond.wait(timeout=delay)  # a close() wakes it early to try once more
-                    delay = min(2 * delay, MAX_RETRY_DELAY_S)
+                delay = min(2 * delay, MAX_RETRY_DELAY_S)
             else:
                 if self._down_since is not None:
-                    self._warn(f"MLflow at {self.run.tracking_uri} answers again after "
-                               f"{time.monotonic() - self._down_since:.0f} s; {len(self._queue) - 1} queued call(s) "
-                               "follow")
+                    self._say(f"MLflow at {self.run.tracking_uri} answers again after "
+                              f"{time.monotonic() - self._down_since:.0f} s; {len(self._queue) - 1} queued call(s) "
+                              "follow")
                     self._down_since = None
                 delay = 1.0
                 self._done()
+
+    def _say(self, line: str) -> None:
+        """One line from the sending thread; a failing stderr must not end the thread."""
+        try:
+            self._warn(line)
+        except Exception:  # noqa: BLE001,S110  (e.g. a closed pipe: the line is lost, the queue goes on)
+            pass
 
     def _done(self) -> None:
         with self._cond:
@@ -166,10 +196,14 @@ class Outbox:
 
     # -- ending --------------------------------------------------------------------------------
     def drain(self, timeout_s: float) -> bool:
-        """Wait until everything queued is sent, at most ``timeout_s``; whether it was."""
+        """Wait until everything queued is sent; whether it was. Gives up after ``timeout_s``
+        without progress (a store that answers works through any backlog)."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
+            pending = len(self._queue)
             while self._queue:
+                if len(self._queue) < pending:  # progress: the store answers
+                    pending, deadline = len(self._queue), time.monotonic() + timeout_s
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

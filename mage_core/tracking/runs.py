@@ -103,7 +103,7 @@ def check_tracking(project_dir: Path) -> None:
 
 
 def interrupted_run(tracking_uri: str, experiment: str, output_dir: str, config_digest: str) -> str | None:
-    """The latest run of ``experiment`` that trained into ``output_dir`` with ``config_digest``
+    """The latest run of ``experiment`` that trained into ``output_dir`` (an absolute path) with ``config_digest``
     and did not finish (KILLED, FAILED, or RUNNING with its process gone): the run a resumed
     training continues, so that its metrics stay in one run."""
     from mage_core.tracking.mlflow_tracker import PID_TAG, _owner_alive, store_client
@@ -113,13 +113,14 @@ def interrupted_run(tracking_uri: str, experiment: str, output_dir: str, config_
     if found is None:
         return None
 
-    def quoted(value: str) -> str:
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
+    # The digest is hex (safe in a filter); the folder is compared here, as MLflow's filters do not
+    # unescape quotes in values.
     runs = client.search_runs([found.experiment_id], filter_string=(
-        f"tags.`mage.output_dir` = {quoted(output_dir)} and tags.`mage.config_digest` = {quoted(config_digest)} "
-        "and attributes.status != 'FINISHED'"), order_by=["attributes.start_time DESC"], max_results=10)
+        f"tags.`mage.config_digest` = '{config_digest}' and attributes.status != 'FINISHED'"),
+        order_by=["attributes.start_time DESC"], max_results=100)
     for run in runs:
+        if run.data.tags.get("mage.output_dir") != output_dir:
+            continue
         if run.info.status != "RUNNING" or (PID_TAG in run.data.tags and not _owner_alive(run.data.tags)):
             return str(run.info.run_id)
     return None

@@ -89,8 +89,40 @@ def test_artifacts_are_skipped_with_one_line_while_the_server_is_away(monkeypatc
     (tmp_path / "summary.json").write_text("{}")
     outbox.log_metrics(1, {"loss": 1.0})
     outbox.log_artifact(tmp_path / "summary.json")
-    assert lines[-1] == f"MLflow at {uri} is unreachable: log_artifact {tmp_path / 'summary.json'} skipped"
+    assert f"MLflow at {uri} is unreachable: log_artifact {tmp_path / 'summary.json'} skipped" in lines
     outbox.close()
+
+
+def test_a_registration_while_the_server_is_away_is_one_line_and_no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review of issue 25: `mage train`'s registration of best/ (and evaluate's comparison views) called the
+    # store directly after the flush gave up: another wait, then a traceback. Now one line, at once.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    uri = f"http://127.0.0.1:{_closed_port()}"
+    lines: list[str] = []
+    outbox = Outbox(MlflowTracker(store_client(uri), "2" * 32), flush_timeout_s=30, warn=lines.append)
+    outbox.log_metrics(1, {"loss": 1.0})
+    deadline = time.monotonic() + 10
+    while not outbox.away and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert outbox.away
+    started = time.monotonic()
+    outbox.extra("registering best/", lambda: outbox.register_folder("best", "mage-kuhn_poker-mage", "best"))
+    assert time.monotonic() - started < 1.0  # no 30 s drain: the store is known to be away
+    assert lines[-1] == f"MLflow at {uri}: registering best/ skipped (MLflow at {uri} is unreachable " \
+                        "(register_folder skipped))"
+    outbox.flush_timeout_s = 0.5
+    outbox.close()
+
+
+def test_a_bad_item_is_dropped_and_does_not_block_the_queue(store: str) -> None:
+    lines: list[str] = []
+    outbox = Outbox(MlflowTracker.start(store, "outbox", "bad item"), warn=lines.append)
+    outbox.log_metrics(1, {"loss": "not a number"})  # type: ignore[dict-item]  (float() raises: not the store's fault)
+    outbox.log_metrics(2, {"loss": 0.5})
+    outbox.close()
+    assert len(lines) == 1 and lines[0].startswith("MLflow refused log_metrics") and "dropped" in lines[0]
+    history = store_client(store).get_metric_history(outbox.run_id, "loss")
+    assert [(m.step, m.value) for m in history] == [(2, 0.5)]
 
 
 def _dead_pid() -> int:
@@ -129,7 +161,7 @@ def test_a_resumed_training_continues_its_interrupted_mlflow_run(tmp_path: Path,
         "train": {"iterations": 4, "groups_per_iteration": 2, "eval_every": 0, "checkpoint_every": 1},
         "evaluation": {"meta_episodes_per_opponent_seat": 2},
         "tracking": {"mlflow": True, "experiment": "resume", "system_metrics": False, "register_models": False}}
-    out = tmp_path / "run"
+    out = tmp_path / "it's a run"  # a quote: MLflow's filters would not find it by this tag
     train(parse_config(params), out, stop_after=2)  # interrupted: its run ends KILLED
     train(parse_config(params), out, resume=True)
     client = store_client(uri)
@@ -163,7 +195,7 @@ def test_mage_train_outlives_its_mlflow_server_and_records_every_metric_in_one_r
     train = subprocess.Popen(
         [sys.executable, "-m", "mage_core", "train", "--out", "run", "--iterations", str(iterations),
          "--set", "train.groups_per_iteration=4", "--set", "train.eval_every=0", "--set", "tracking.experiment=outage",
-         "--set", "tracking.system_metrics=false", "--set", "tracking.register_models=false",
+         "--set", "tracking.system_metrics=false",
          "--set", "evaluation.meta_episodes_per_opponent_seat=2"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     restarted = None

@@ -41,9 +41,10 @@ def test_a_wrapped_command_dies_with_its_parent_on_kill_9() -> None:
     parent, (child,) = _parent(
         "import subprocess, time\nfrom mage_core.io.lifeline import wrap\n"
         "p = subprocess.Popen(wrap(['sleep', '60']))\nprint(p.pid, flush=True)\ntime.sleep(60)")
-    time.sleep(0.5)
-    assert not _gone(child, 0.2)  # running, as `sleep` itself (exec: nothing in between)
-    assert Path(f"/proc/{child}/comm").read_text().strip() == "sleep"
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert Path(f"/proc/{child}/comm").read_text().strip() == "sleep"  # exec: nothing in between
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     assert _gone(child)
@@ -86,3 +87,27 @@ def test_the_wrapper_without_a_command_prints_its_usage() -> None:
     from mage_core.io.lifeline import main
 
     assert main([]) == 2 and main(["--group"]) == 2
+
+
+def test_a_command_that_cannot_run_is_one_line_and_127() -> None:
+    done = subprocess.run([sys.executable, "-m", "mage_core.io.lifeline", "--", "no-such-command-here"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 127 and done.stderr.strip() == (
+        "lifeline: cannot run no-such-command-here: No such file or directory")
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["LIFELINE_ENV=1", "unset"])
+def test_a_pipeline_stage_unwinds_on_sigterm(asked: bool, tmp_path: Path) -> None:
+    # A stage under dvc gets SIGTERM when dvc dies: `mage` raises SystemExit(143) so that its `finally`
+    # blocks run (the MLflow run marked KILLED, vLLM and Ray shut down); outside a pipeline, SIGTERM
+    # ends it as before.
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    env = {**os.environ, "MAGE_DIE_WITH_PARENT": "1"} if asked else {
+        k: v for k, v in os.environ.items() if k != "MAGE_DIE_WITH_PARENT"}
+    stage = subprocess.Popen([sys.executable, "-m", "mage_core", "tournament", "--game", "tic_tac_toe", "--a", "mcts-100",
+                              "--b", "mcts-100", "--games", "100000", "--out", "-"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # playing
+    stage.send_signal(signal.SIGTERM)
+    stage.wait(timeout=30)
+    assert stage.returncode == (143 if asked else -signal.SIGTERM)
