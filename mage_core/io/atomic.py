@@ -129,12 +129,12 @@ def sha256_file(path: str | Path) -> str:
 _RUST_OS_ERROR = re.compile(r"os error (\d+)")
 
 
-def as_os_error(err: BaseException, path: str | Path) -> OSError | None:
-    """``err`` as an ``OSError`` naming ``path`` when it is an I/O failure that a library
-    reported in its own type (safetensors' Rust writer says "... (os error 28)"); None
-    otherwise. A full disk then reads the same wherever it happens."""
+def hidden_os_error(err: BaseException, path: str | Path) -> OSError | None:
+    """The ``OSError`` (naming ``path``) inside an I/O failure that a library reported in its
+    own type (safetensors' Rust writer says "... (os error 28)"); None when ``err`` is already
+    an ``OSError`` or is no I/O failure. A full disk then reads the same wherever it happens."""
     if isinstance(err, OSError):
-        return err
+        return None
     found = _RUST_OS_ERROR.search(str(err))
     if found is None:
         return None

@@ -29,6 +29,8 @@ import subprocess
 import sys
 import time
 
+from mage_core.io.procfs import stat_fields
+
 #: Set (to "1") in the environment of a process tree whose members should die with their parent.
 LIFELINE_ENV = "MAGE_DIE_WITH_PARENT"
 PR_SET_PDEATHSIG = 1
@@ -134,11 +136,8 @@ def _group_has_others() -> bool:
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        try:
-            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group and fields[0] != "Z":
+        fields = stat_fields(entry)
+        if fields is not None and len(fields) > 2 and int(fields[2]) == group and fields[0] != "Z":
             return True
     return False
 

@@ -24,7 +24,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from mage_core.io.atomic import as_os_error, replace_dir, sha256_file
+from mage_core.io.atomic import hidden_os_error, replace_dir, sha256_file
 
 #: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
 MANIFEST = "mage-policy.json"
@@ -125,8 +125,8 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
             tokenizer.save_pretrained(staging)
             write_manifest(staging)
     except Exception as err:
-        io_error = as_os_error(err, target)
-        if io_error is not None and io_error is not err:  # e.g. safetensors' "(os error 28)": disk full
+        io_error = hidden_os_error(err, target)
+        if io_error is not None:  # e.g. safetensors' "(os error 28)": disk full
             raise io_error from err
         raise
     return target

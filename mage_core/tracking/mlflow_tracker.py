@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
+from mage_core.io.procfs import start_ticks
 from mage_core.tracking.lineage import git_state
 
 # MLflow's own limits (mlflow.utils.validation), copied so chunking needs no import.
@@ -72,16 +73,6 @@ HOST_TAG, PID_TAG, PID_START_TAG, PID_NS_TAG = "mage.host", "mage.pid", "mage.pi
 ENDED_TAG = "mage.ended"
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` in clock ticks since boot (Linux), to tell a
-    reused pid from the original; None where /proc does not say."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return None
-
-
 def _pid_namespace() -> str | None:
     try:
         return str(os.stat("/proc/self/ns/pid").st_ino)
@@ -98,7 +89,7 @@ def owner_tags() -> dict[str, str]:
     namespace = _pid_namespace()
     if namespace is not None:  # containers sharing a hostname do not see each other's pids
         tags[PID_NS_TAG] = namespace
-    start = _process_start(pid)
+    start = start_ticks(pid)
     if start is not None:
         tags[PID_START_TAG] = start
     return tags
@@ -116,7 +107,7 @@ def _owner_alive(tags: Mapping[str, str]) -> bool:
     if not pid_alive(pid):
         return False
     start = tags.get(PID_START_TAG)
-    return start is None or _process_start(pid) in (None, start)
+    return start is None or start_ticks(pid) in (None, start)
 
 
 def end_dead_runs(client: Any) -> list[str]:

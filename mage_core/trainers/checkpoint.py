@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from mage_core.io.atomic import as_os_error, sha256_file, write_text_atomic
+from mage_core.io.atomic import hidden_os_error, sha256_file, write_text_atomic
 from mage_core.io.lifeline import pid_alive
 from mage_core.io.dotted import flatten
 
@@ -189,8 +189,8 @@ class CheckpointManager:
             _fsync_dir(self.directory)
         except BaseException as err:
             shutil.rmtree(tmp, ignore_errors=True)
-            io_error = as_os_error(err, final) if isinstance(err, Exception) else None
-            if io_error is not None and io_error is not err:  # e.g. safetensors' "(os error 28)": disk full
+            io_error = hidden_os_error(err, final) if isinstance(err, Exception) else None
+            if io_error is not None:  # e.g. safetensors' "(os error 28)": disk full
                 raise io_error from err
             raise
         write_text_atomic(self.directory / POINTER, final.name + "\n")  # the commit point

@@ -111,3 +111,28 @@ def test_a_pipeline_stage_unwinds_on_sigterm(asked: bool, tmp_path: Path) -> Non
     stage.send_signal(signal.SIGTERM)
     stage.wait(timeout=30)
     assert stage.returncode == (143 if asked else -signal.SIGTERM)
+
+
+def test_proc_stat_fields_survive_a_command_name_with_a_parenthesis(tmp_path: Path) -> None:
+    # A process named "a) b" writes "<pid> (a) b) S <ppid> <pgrp> ..."; the fields must be
+    # read after the last ")" so the state, parent and group come out right.
+    from mage_core.io.procfs import start_ticks, stat_fields
+
+    script = tmp_path / "a) b"
+    script.write_text("#!/bin/sh\nsleep 30\n")
+    script.chmod(0o755)
+    child = subprocess.Popen([str(script)])
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            fields = stat_fields(child.pid)
+            if fields is not None and int(fields[1]) == os.getpid():
+                break
+            time.sleep(0.05)
+        assert fields is not None and fields[0] in "RS" and int(fields[1]) == os.getpid()
+        assert int(fields[2]) == os.getpgid(child.pid)
+        assert start_ticks(child.pid) is not None and int(start_ticks(child.pid)) > 0
+    finally:
+        child.kill()
+        child.wait()
+    assert stat_fields(child.pid) is None and start_ticks(child.pid) is None
