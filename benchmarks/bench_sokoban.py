@@ -21,7 +21,9 @@ from rich.console import Console
 from rich.table import Table
 from rich_argparse import RichHelpFormatter
 
-from mage_core.envs.sokoban import SokobanLevel, generate_level_with_stats, solve, solve_reference
+from mage_core.envs.sokoban.generate import generate_level_with_stats
+from mage_core.envs.sokoban.level import SokobanLevel
+from mage_core.envs.sokoban.solver import solve, solve_reference
 
 GENERATION_TARGET_MS = 5.0  # 2-box levels
 SOLVE_TARGET_MS = 1.0  # median, 2-box levels

@@ -17,7 +17,7 @@ evaluates it on a *different* fixed set (``--report-seed``) of
 the reported figures. Prints, per episode index: mean chips (Kuhn) or win and
 draw rates, Pass@k; for Kuhn the exploitation ratio (final-episode chips over
 the exact best-response value) per opponent and seat, and the population's
-final-episode chips against the exact ceilings (METHOD.md section 11), and
+final-episode chips against the exact ceilings (docs/method.md section 11), and
 whether the final hand beats the first: the population-weighted mean of the
 per-meta-episode differences (final hand minus first hand, paired on the same
 meta-episode) with its 95% interval, "yes" only when the interval excludes 0.

@@ -1,7 +1,7 @@
 """``python -m flows {reproduce,evaluate,sweep} PROJECT_DIR``: run a flow in this process.
 
 ``mage reproduce`` and ``mage sweep`` start this as a subprocess, so that nothing
-inside ``mage_core`` imports Prefect (DESIGN.md) and the flow's start-up costs
+inside ``mage_core`` imports Prefect (docs/architecture.md) and the flow's start-up costs
 are paid only by the command that needs them.
 
 Without ``PREFECT_API_URL`` Prefect runs the flow against a temporary local
@@ -73,7 +73,7 @@ def _start_prefect_server() -> Callable[[], None] | None:
         while time.monotonic() < deadline:
             if server.poll() is not None:
                 raise RuntimeError(f"the temporary Prefect server exited with code {server.returncode} "
-                                   "(is PREFECT_HOME writable? see STACK.md)")
+                                   "(is PREFECT_HOME writable? see docs/stack.md, Prefect)")
             try:
                 with urllib.request.urlopen(f"{api}/health", timeout=1) as response:
                     if response.status == 200:
@@ -123,7 +123,7 @@ def main() -> int:
     p.add_argument("--max-concurrent", type=int)
     p.add_argument("--ray", action="store_true")
     args = parser.parse_args()
-    # Quiet, patient on a slow start, and no UI to build (STACK.md).
+    # Quiet, patient on a slow start, and no UI to build (docs/stack.md, "Prefect").
     for key, value in {"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
                        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_TO_API_ENABLED": "false",
                        "PREFECT_SERVER_UI_ENABLED": "false", "DVC_NO_ANALYTICS": "1",

@@ -1,6 +1,6 @@
 """MAGE: meta-reinforcement learning for strategic exploration and exploitation.
 
-The package is layered (see DESIGN.md in the project's shared notes):
+The package is layered (docs/architecture.md):
 
 - ``mage_core.envs``: game rules, text rendering and action parsing (pure Python).
 - ``mage_core.opponents``: scripted, search-based and game-theoretic opponents, and

@@ -108,15 +108,23 @@ def _cmd_webshop_check(args: argparse.Namespace) -> int:
     return run_check(args.folder, args.seed, args.num_eval, args.skip_unknown_goals, args.num_select)
 
 
+def _data_tasks() -> list[str]:
+    """The tasks that read data files (``Task.data``), in registry order."""
+    from mage_core.envs.registry import GAMES, task
+
+    return [name for name in GAMES if task(name).data is not None]
+
+
 def _cmd_data_generate(args: argparse.Namespace) -> int:
-    from mage_core.config import load_config
+    from mage_core.config import ConfigError, load_config
+
+    from mage_core.envs.registry import resolve, task
 
     cfg = load_config(args.params, args.overrides)
-    if args.name == "alfworld":
-        from mage_core.stages.alfworld_data import generate_from_params
-    else:
-        from mage_core.stages.webshop_data import generate_from_params
-    return generate_from_params(cfg, args.out or f"data/{args.name}")
+    data = task(args.name).data
+    if data is None:
+        raise ConfigError("mage data generate", [f"{args.name} reads no data files: nothing to generate"])
+    return resolve(data.generate)(cfg, args.out or f"data/{args.name}")
 
 
 def _cmd_alfworld_generate(args: argparse.Namespace) -> int:
@@ -346,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         "For every Kuhn opponent (the population in params.yaml, the user-defined behaviour strategies, or those "
         "named with --opponent) print the exact best-response value and strategy for each seat; then the best "
         "single fixed strategy against the weighted population, the value of knowing the opponent, and the "
-        "Bayes-optimal final-hand value of a meta-episode (METHOD.md section 11)."), formatter_class=fmt)
+        "Bayes-optimal final-hand value of a meta-episode (docs/method.md section 11)."), formatter_class=fmt)
     _add_params(p)
     p.add_argument("--opponent", action="append", metavar="NAME", help="analyse this opponent (repeatable)")
     p.add_argument("--meta-hands", type=int, default=3, metavar="K",
@@ -383,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replayed; exit 1 otherwise) and only then move it to --out (default data/<name>), so a failed or "
         "interrupted run leaves the previous data untouched. The DVC stage data@<name> runs this."),
         formatter_class=fmt)
-    p.add_argument("name", choices=["webshop", "alfworld"], help="the task whose data to generate")
+    p.add_argument("name", choices=_data_tasks(), help="the task whose data to generate")
     p.add_argument("--out", metavar="DIR", help="destination folder (default: data/<name>)")
     _add_params(p)
     p.set_defaults(func=_cmd_data_generate)

@@ -1,6 +1,6 @@
 """The schema of ``params.yaml`` and its loader.
 
-Validate at the edge, then trust the types (DESIGN.md style rule 3): loading
+Validate at the edge, then trust the types (docs/architecture.md, style rule 3): loading
 reports ALL problems at once, each with its dotted key and what is allowed,
 and the CLI exits with status 2 before anything is written. Unknown keys are
 errors, so a typo never silently falls back to a default.
@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from mage_core.envs.registry import GAMES, task
 from mage_core.opponents.families import member_name
 from mage_core.opponents.kuhn_families import KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
@@ -41,13 +42,12 @@ from mage_core.trainers.settings import (
     TrainConfig,
 )
 
-GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban", "webshop", "alfworld")
 GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban", "webshop", "alfworld"]
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
 
 
 class PenaltyConfig(Strict):
-    """Per-task penalties (METHOD.md section 3 and 10)."""
+    """Per-task penalties (docs/method.md section 3 and 10)."""
 
     invalid_action_penalty: NonNegativeFloat = 0.5
     length_penalty_coef: NonNegativeFloat = 2.0
@@ -112,7 +112,7 @@ class SokobanConfig(PenaltyConfig):
 
 
 class WebShopConfig(PenaltyConfig):
-    """WebShop (METHOD.md section 10: 12 turns, 1024 response tokens, no length
+    """WebShop (docs/method.md section 10: 12 turns, 1024 response tokens, no length
     penalty); the catalogue folder and its splits (docs/environments.md)."""
 
     data_path: str = "data/webshop"
@@ -135,7 +135,7 @@ class WebShopConfig(PenaltyConfig):
 
 
 class AlfWorldConfig(PenaltyConfig):
-    """ALFWorld (METHOD.md section 10: 10 turns, 1024 response tokens, no length
+    """ALFWorld (docs/method.md section 10: 10 turns, 1024 response tokens, no length
     penalty); the game folder (``mage alfworld generate``, or the official json_2.1.1)."""
 
     data_path: str = "data/alfworld"
@@ -419,7 +419,7 @@ KuhnPokerPreset = Annotated[str, AfterValidator(lambda v: _check_preset("kuhn_po
 
 
 class OodSuitesConfig(Strict):
-    """Out-of-domain evaluation suites per game (METHOD.md section 8), each named
+    """Out-of-domain evaluation suites per game (docs/method.md section 8), each named
     (reported as ``ood_<name>``): a population (preset name or entries) for the
     two-player games, a number of boxes for Sokoban, a split for WebShop."""
 
@@ -646,7 +646,7 @@ class Config(Strict):
     @classmethod
     def _preset_for_game(cls, data: Any) -> Any:
         """The presets' per-game values for ``env.name`` (``GAME_VALUES``: gamma_traj
-        0.9 on Sokoban, METHOD.md section 4); algorithm keys set explicitly win."""
+        0.9 on Sokoban, docs/method.md section 4); algorithm keys set explicitly win."""
         if not isinstance(data, dict):
             return data
         env, default = data.get("env"), EnvConfig.model_fields["name"].default
@@ -662,8 +662,10 @@ class Config(Strict):
         if not self.train.league.every:
             return self
         problems = []
-        if self.env.name != "kuhn_poker":
-            problems.append(f"env.name {self.env.name}: the league reads the policy as a Kuhn Poker strategy")
+        if not task(self.env.name).strategy_probes:
+            probed = ", ".join(g for g in GAMES if task(g).strategy_probes)
+            problems.append(f"env.name {self.env.name}: the league reads the policy's first hand as a behaviour "
+                            f"strategy (games where it can: {probed})")
         if self.policy.action_mode != "constrained":
             problems.append("policy.action_mode free: the league reads the policy's first hand from its "
                             "candidate scores (constrained actions)")

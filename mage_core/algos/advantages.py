@@ -1,4 +1,4 @@
-"""GRPO and GiGPO advantages over explicit group and anchor keys (METHOD.md section 5).
+"""GRPO and GiGPO advantages over explicit group and anchor keys (docs/method.md section 5).
 
 Every sample ``i`` is one policy decision (a play or a reflect turn) with a score
 (the episode-level reward term), a step return, a group key and an anchor key.
@@ -22,7 +22,7 @@ from typing import Hashable, NamedTuple, Sequence
 
 import numpy as np
 
-#: Anchor observation of every reflect sample (METHOD.md section 5).
+#: Anchor observation of every reflect sample (docs/method.md section 5).
 REFLECTION_ANCHOR = "reflection"
 
 
@@ -37,7 +37,7 @@ class GiGPOAdvantages(NamedTuple):
 # ---------------------------------------------------------------- keys
 
 
-#: grouping name -> the fields a group key is made of (METHOD.md section 5).
+#: grouping name -> the fields a group key is made of (docs/method.md section 5).
 GROUPINGS = {
     # MAGE's agent-specific normalization: the members share task seed, opponent and seat.
     "stationary": ("task_seed", "opponent", "seat"),
@@ -55,7 +55,7 @@ GROUP_SCOPES = {"task": True, "batch": False}
 
 def group_key(task_seed: Hashable, opponent: Hashable, seat: Hashable, grouping: str = "stationary",
               scope: str = "task") -> tuple:
-    """The GRPO/GiGPO group of a sample (METHOD.md section 5): the fields that
+    """The GRPO/GiGPO group of a sample (docs/method.md section 5): the fields that
     ``GROUPINGS[grouping]`` names, without the task seed in ``batch`` scope.
     Single-agent tasks pass ``opponent=None, seat=None``.
     """
@@ -74,7 +74,7 @@ def anchor_key(
     global_anchor: bool = True,
     stationary: bool = True,
 ) -> tuple:
-    """The anchor state of a sample, for GiGPO's step term (METHOD.md section 5).
+    """The anchor state of a sample, for GiGPO's step term (docs/method.md section 5).
 
     ``observation`` is the exact text of the state without history
     (``REFLECTION_ANCHOR`` for reflect samples). Global anchor (MAGE's default)

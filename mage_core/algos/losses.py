@@ -1,6 +1,6 @@
 """PPO losses: clipped surrogate, KL to the reference policy, entropy.
 
-Pure tensor functions (METHOD.md section 6: PPO clip 0.2, token-mean loss
+Pure tensor functions (docs/method.md section 6: PPO clip 0.2, token-mean loss
 aggregation, entropy coefficient 0.001, KL loss with the ``low_var_kl``
 estimator). The formulas follow verl's ``verl/trainer/ppo/core_algos.py``
 (``compute_policy_loss_vanilla`` without its dual-clip branch, ``kl_penalty``,
@@ -26,7 +26,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Token-mean: the mean of ``values`` over the positions where ``mask`` is 1.
 
     values [...], mask [...] -> scalar. All valid tokens of the batch weigh the
-    same (token-mean aggregation, METHOD.md section 6), so a long response
+    same (token-mean aggregation, docs/method.md section 6), so a long response
     counts more than a short one.
     """
     if values.shape != mask.shape:
@@ -45,7 +45,7 @@ def ppo_clip_loss(
     mask: torch.Tensor,
     clip_ratio: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """PPO clipped surrogate (METHOD.md section 6), token-mean over ``mask``.
+    """PPO clipped surrogate (docs/method.md section 6), token-mean over ``mask``.
 
     logp, old_logp, advantages, mask: [...] (advantages already broadcast to
     tokens). Per token, with r = exp(logp - old_logp):

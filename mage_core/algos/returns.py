@@ -1,11 +1,11 @@
-"""Per-step rewards and returns of one meta-episode (METHOD.md sections 3-4).
+"""Per-step rewards and returns of one meta-episode (docs/method.md sections 3-4).
 
 A meta-episode is a time-ordered list of T policy decisions: play steps and
 reflect steps. Each step carries the index of the episode it belongs to; a
 reflect step sits between episodes k-1 and k and belongs to episode k (the one
 it prepares), so the episode indices run 0..K'-1, non-decreasing, and within an
 episode every reflect step comes before its play steps. K' may be smaller than K
-when the meta-episode stopped early (METHOD.md section 1).
+when the meta-episode stopped early (docs/method.md section 1).
 
 Shapes: ``T`` = number of steps of the meta-episode, ``K'`` = number of episodes
 played. All arrays are 1-D numpy arrays; outputs are float64.
@@ -88,7 +88,7 @@ def _check_gamma(name: str, gamma: float) -> float:
 def episode_returns(task_rewards: np.ndarray, episode: np.ndarray, is_play: np.ndarray) -> np.ndarray:
     """``R_k`` = sum of the task rewards of episode k's play steps; shape ``[K']``.
 
-    METHOD.md section 3. ``task_rewards``, ``episode``, ``is_play``: shape ``[T]``.
+    docs/method.md section 3. ``task_rewards``, ``episode``, ``is_play``: shape ``[T]``.
     """
     rewards, episode_arr, play = _as_steps(task_rewards, episode, is_play)
     num_episodes = int(episode_arr[-1]) + 1
@@ -103,7 +103,7 @@ def _last_play_steps(episode: np.ndarray, play: np.ndarray) -> np.ndarray:
 
 
 def _differential(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarray:
-    # d_0 = R_0, d_k = R_k - R_{k-1}, on the LAST play step of episode k (METHOD.md section 4).
+    # d_0 = R_0, d_k = R_k - R_{k-1}, on the LAST play step of episode k (docs/method.md section 4).
     num_episodes = int(episode[-1]) + 1
     totals = np.bincount(episode[play], weights=rewards[play], minlength=num_episodes)
     placed = np.zeros_like(rewards)
@@ -154,7 +154,7 @@ def place_rewards(variant: str, task_rewards: np.ndarray, episode: np.ndarray, i
       step of episode k, 0 elsewhere; the sum telescopes to ``R_{K'-1}``.
     - ``cumulative`` (LaMer) and ``single_episode``: the raw task rewards.
     - ``final`` (beyond the paper): ``R_{K'-1}`` on the last play step, 0 elsewhere.
-    Reflect steps always get 0 (METHOD.md section 4).
+    Reflect steps always get 0 (docs/method.md section 4).
     """
     place, _ = _variant(variant)
     rewards, episode_arr, play = _as_steps(task_rewards, episode, is_play)
@@ -172,7 +172,7 @@ def step_returns(
     gamma_traj: float,
     cross_episode: bool = True,
 ) -> np.ndarray:
-    """Discounted step returns of one meta-episode; shape ``[T]`` (METHOD.md section 4).
+    """Discounted step returns of one meta-episode; shape ``[T]`` (docs/method.md section 4).
 
     Backwards over the steps: a play step gets ``G = r_t + g * G`` with
     ``g = gamma_step`` inside an episode and ``g = gamma_traj`` once at each episode

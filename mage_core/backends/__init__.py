@@ -1,6 +1,6 @@
 """Model backends behind the Protocols of ``mage_core.backends.base``.
 
-Selected by name from dict literals (DESIGN.md style rule 4); the heavy module
+Selected by name from dict literals (docs/architecture.md, style rule 4); the heavy module
 is imported only when its backend is selected, so ``import mage_core.backends``
 costs nothing beyond torch.
 """

@@ -1,6 +1,6 @@
 """What the rollout and the trainer need from a model backend.
 
-Two protocols (DESIGN.md "Backends behind Protocols"):
+Two protocols (docs/architecture.md, "Backends behind protocols"):
 
 - ``Generator`` samples responses and scores continuations, in token ids.
   Implementations: HF transformers (CPU/GPU, default), vLLM (issue 5).
@@ -11,7 +11,7 @@ Two protocols (DESIGN.md "Backends behind Protocols"):
 After every update the trainer copies ``engine.policy_state_dict()`` into the
 generator with ``generator.load_policy_state(...)`` (weight sync).
 
-Samples come in two *action modes* (DESIGN.md "The embedded default"):
+Samples come in two *action modes* (docs/architecture.md, "The embedded default"):
 
 - ``free``: the response is generated text; its log-probability is the sum of
   its tokens' log-probabilities and PPO works per token.
@@ -30,7 +30,7 @@ import torch
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Sampling settings (METHOD.md section 6: train T=1.0; eval T=0.7, top-p 0.8, top-k 20)."""
+    """Sampling settings (docs/method.md section 6: train T=1.0; eval T=0.7, top-p 0.8, top-k 20)."""
 
     temperature: float = 1.0
     top_p: float = 1.0
@@ -204,7 +204,7 @@ class Sample:
 
 @dataclass
 class LossSettings:
-    """PPO settings (METHOD.md section 6)."""
+    """PPO settings (docs/method.md section 6)."""
 
     clip_ratio: float = 0.2
     entropy_coef: float = 0.001

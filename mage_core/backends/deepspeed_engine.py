@@ -105,7 +105,7 @@ def init_distributed(deepspeed: Any) -> None:
 
 
 class DeepSpeedEngine(TorchEngine):
-    """``TrainEngine`` on DeepSpeed ZeRO (DESIGN.md "Backends behind Protocols").
+    """``TrainEngine`` on DeepSpeed ZeRO (docs/architecture.md, "Backends behind protocols").
 
     Arguments as ``TorchEngine``, plus ``zero_stage`` (0, 1, 2), ``precision``
     ("fp32" or "bf16"), ``offload_optimizer`` (optimizer state in host memory,

@@ -11,7 +11,7 @@ forward takes ``attention_mask``, ``position_ids``, ``past_key_values`` and
   or one per row: then each row draws only from its own, only while it is
   unfinished, and its sample does not depend on the other rows), and so that
   each token's log-probability is returned under the temperature-1 policy that
-  PPO optimizes (METHOD.md section 6), not under the tempered/filtered
+  PPO optimizes (docs/method.md section 6), not under the tempered/filtered
   sampling distribution.
 - ``score``: each prompt runs once. When every candidate is one token (the
   constrained action mode's common case) the answer is the last position's

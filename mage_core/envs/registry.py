@@ -1,44 +1,74 @@
-"""Games by name, imported on demand (a dict literal, DESIGN.md style rule 4)."""
+"""Tasks by name, imported on demand (a dict literal, docs/architecture.md, style rule 4).
+
+Adding an environment: its folder under ``mage_core/envs/`` declares a ``TASK``
+(``mage_core.envs.task.Task``) in ``task.py``, and one line here names that module.
+Everything else reads the task through ``task(name)``.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+from mage_core.envs.task import Task
 
-from mage_core.envs.base import Env, GameState, Opponent
+if TYPE_CHECKING:
+    import numpy as np
 
-#: game name -> module holding its rules (each exposes ``initial_state``).
-RULES = {
-    "tic_tac_toe": "mage_core.envs.tic_tac_toe.rules",
-    "kuhn_poker": "mage_core.envs.kuhn_poker.rules",
+    from mage_core.envs.base import Env, GameState, Opponent
+
+#: task name -> module declaring its ``TASK``, in the order reports list them.
+TASKS = {
+    "tic_tac_toe": "mage_core.envs.tic_tac_toe.task",
+    "kuhn_poker": "mage_core.envs.kuhn_poker.task",
+    "sokoban": "mage_core.envs.sokoban.task",
+    "webshop": "mage_core.envs.webshop.task",
+    "alfworld": "mage_core.envs.alfworld.task",
 }
+#: Every task's name, in registry order.
+GAMES = tuple(TASKS)
+
+
+@cache
+def task(name: str) -> Task:
+    """The task called ``name``; ValueError listing the known ones otherwise."""
+    if name not in TASKS:
+        raise ValueError(f"unknown game {name!r}; choose one of {', '.join(TASKS)}")
+    declared = importlib.import_module(TASKS[name]).TASK
+    if declared.name != name:
+        raise RuntimeError(f"{TASKS[name]} declares the task {declared.name!r}, registered as {name!r}")
+    return declared
+
+
+def two_player_games() -> tuple[str, ...]:
+    """The games with opponents and seats, in registry order."""
+    return tuple(games_with("two_player"))
+
+
+def games_with(capability: str) -> list[str]:
+    """The tasks that declare ``capability`` (a boolean field or property of ``Task``:
+    ``exact_values``, ``strategy_probes``, ``draws``, ``scored``...), in registry order."""
+    return [name for name in TASKS if getattr(task(name), capability)]
 
 
 def initial_state(game: str, rng: np.random.Generator) -> GameState:
     """A new initial state of a two-player game (Kuhn Poker draws the deal)."""
-    if game not in RULES:
-        raise ValueError(f"{game!r} is not a two-player game; choose one of {', '.join(RULES)}")
-    module = importlib.import_module(RULES[game])
-    if game == "kuhn_poker":
-        return module.initial_state(rng)
-    return module.initial_state()
-
-
-#: game name -> (module, class) of its agent environment.
-ENVS = {
-    "tic_tac_toe": ("mage_core.envs.tic_tac_toe.env", "TicTacToeEnv"),
-    "kuhn_poker": ("mage_core.envs.kuhn_poker.env", "KuhnPokerEnv"),
-    "sokoban": ("mage_core.envs.sokoban.env", "SokobanEnv"),
-    "webshop": ("mage_core.envs.webshop.env", "WebShopEnv"),
-    "alfworld": ("mage_core.envs.alfworld.env", "AlfWorldEnv"),
-}
+    new_game = task(game).new_game if game in TASKS else None
+    if new_game is None:
+        raise ValueError(f"{game!r} is not a two-player game; choose one of {', '.join(two_player_games())}")
+    return new_game(rng)
 
 
 def is_single_agent(game: str) -> bool:
     """A task without an opponent (Sokoban, WebShop, ALFWorld): no population, no seats."""
-    return game not in RULES
+    return not task(game).two_player
+
+
+def resolve(dotted: str) -> Any:
+    """The object a ``"module:attribute"`` reference names."""
+    module, _, attribute = dotted.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def make_env(
@@ -52,11 +82,9 @@ def make_env(
 
     ``settings`` is the game's settings dataclass (``Config.env.<game>.settings()``).
     """
-    if game not in ENVS:
-        raise ValueError(f"unknown game {game!r}; choose one of {', '.join(ENVS)}")
-    module, name = ENVS[game]
-    cls = getattr(importlib.import_module(module), name)
-    if game in RULES:
+    spec = task(game)
+    cls = resolve(spec.env_class)
+    if spec.two_player:
         if opponent is None:
             raise ValueError(f"{game} is a two-player game: make_env needs an opponent")
         if agent_seat not in (0, 1):

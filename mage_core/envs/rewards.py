@@ -1,4 +1,4 @@
-"""Penalties added to the task reward (METHOD.md section 3, paper Appendix A).
+"""Penalties added to the task reward (docs/method.md section 3, paper Appendix A).
 
 Pure functions on numbers: no config objects, no game state.
 """
@@ -30,7 +30,7 @@ def stalled_timeout_reward(reward_so_far: float, turn_reward: float, legal_retur
     """The task reward of the turn on which the turn limit ends an episode that had
     at least one invalid turn (docs/rewards.md, "Stalling").
 
-    An invalid turn earns no task reward and the opponent does not move (METHOD.md
+    An invalid turn earns no task reward and the opponent does not move (docs/method.md
     section 2), so without this rule a policy could stall into a timeout and pay
     less than a legal loss (six invalid Kuhn turns cost 6 x 0.5 = 3 against 5 for
     a fold). The final turn pays what brings the episode's task-reward total to

@@ -1,11 +1,11 @@
-"""Evaluation and training outputs of many runs as tidy tables (METHOD.md sections 8-9).
+"""Evaluation and training outputs of many runs as tidy tables (docs/method.md sections 8-9).
 
 The report stage reads, per run, what ``mage evaluate`` wrote (``metrics.json``,
 ``trials.parquet``) and what ``mage train`` wrote (``metrics.jsonl``,
 ``summary.json``) and turns them into three DataFrames (``RunTables``):
 
 - ``episodes``: one row per (run, suite, group, episode index k): success, draw,
-  mean score (Kuhn: chips, METHOD.md section 8's primary Kuhn metric), for
+  mean score (Kuhn: chips, docs/method.md section 8's primary Kuhn metric), for
   Kuhn against deterministic opponents the greedy policy's exact chips
   (``score_exact``: every opponent, seat and deal enumerated, no interval) and
   Pass@k, each with its 95% interval as ``mage evaluate`` computed it; the
@@ -36,12 +36,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mage_core.envs.registry import GAMES, games_with, task
 from mage_core.evaluation.trials import TRIAL_COLUMNS
 
 #: Paper order of the environments (Table 1); others follow alphabetically.
-ENV_ORDER = ("kuhn_poker", "tic_tac_toe", "alfworld", "sokoban", "webshop")
-ENV_LABELS = {"kuhn_poker": "Kuhn Poker", "tic_tac_toe": "Tic-Tac-Toe", "alfworld": "ALFWorld",
-              "sokoban": "Sokoban", "webshop": "WebShop"}
+ENV_ORDER = tuple(sorted(GAMES, key=lambda name: task(name).report_order))
+ENV_LABELS = {name: task(name).title for name in ENV_ORDER}
 IN_DOMAIN = "in_domain"
 MISSING = "—"
 
@@ -84,8 +84,8 @@ class RunTables(NamedTuple):
 
 
 def unit_of(env: str) -> str:
-    """Kuhn is read in chips: win rate does not show exploitation (METHOD.md section 8)."""
-    return "chips" if env == "kuhn_poker" else "reward"
+    """Kuhn is read in chips: win rate does not show exploitation (docs/method.md section 8)."""
+    return task(env).score_unit
 
 
 def env_sort_key(env: str) -> tuple[int, str]:
@@ -226,7 +226,7 @@ def _last_episode_value(record: Mapping[str, Any], prefix: str) -> float:
 def _curve_rows(records: list[dict[str, Any]], env: str) -> list[dict[str, Any]]:
     """One row per step; an iteration's records are merged (``final/`` keys,
     the post-training evaluation, are in summary.json and left out here)."""
-    headline = "chips" if env == "kuhn_poker" else "success"
+    headline = task(env).headline
     steps: dict[int, dict[str, Any]] = {}
     for record in records:
         steps.setdefault(int(record["step"]), {}).update(
@@ -284,11 +284,11 @@ def _bounds(numbers: pd.DataFrame, method: str, column: str) -> tuple[float, flo
 
 def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN,
            select_on: Mapping[str, str | None] | None = None) -> tuple[pd.DataFrame, str]:
-    """The paper's Table 1 (METHOD.md section 9): methods x environments.
+    """The paper's Table 1 (docs/method.md section 9): methods x environments.
 
     Per environment: final-episode success and Pass@K with 95% intervals; for
     Kuhn also final-hand chips first, since a fixed strategy already maximizes
-    the win rate (METHOD.md section 8), then, where the evaluation computed it,
+    the win rate (docs/method.md section 8), then, where the evaluation computed it,
     the greedy policy's exact final-hand chips (no sampling noise, no interval). Returns the numbers (index method,
     columns ``<env>/<name>``, NaN where a method was not run) and the markdown,
     where missing cells read ``—``. ``select_on`` maps a run to its ``train.select_on``
@@ -298,43 +298,47 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN,
     final = final_episode(episodes, suite).set_index(["method", "env"])
     methods = list(dict.fromkeys(episodes.method))
     envs = sorted(dict.fromkeys(episodes.env), key=env_sort_key)
-    names = {"score": "chips", "success": "success", "pass_at": "pass_at_k"}
     numbers = pd.DataFrame(index=pd.Index(methods, name="method"))
 
     def value(method: str, env: str, column: str) -> float:
         return final.at[(method, env), column] if (method, env) in final.index else math.nan
 
     for env in envs:
-        measures = ("score", "success", "pass_at") if env == "kuhn_poker" else ("success", "pass_at")
+        spec = task(env)
+        names = {"score": spec.headline, "success": "success", "pass_at": "pass_at_k"}
+        measures = ("score", "success", "pass_at") if spec.scored else ("success", "pass_at")
         for measure in measures:
             for suffix in ("", "_low", "_high"):
                 numbers[f"{env}/{names[measure]}{suffix}"] = [value(m, env, measure + suffix) for m in methods]
-        if env == "kuhn_poker":
-            numbers[f"{env}/chips_exact"] = [value(m, env, "score_exact") for m in methods]
+        if spec.exact_values:
+            numbers[f"{env}/{spec.headline}_exact"] = [value(m, env, "score_exact") for m in methods]
         numbers[f"{env}/selected_on"] = [
             SELECTED_COLUMN.get((select_on or {}).get(final.at[(m, env), "run"]) or "", "")
             if (m, env) in final.index else "" for m in methods]
         numbers[f"{env}/k"] = pd.array([final.at[(m, env), "episode"] if (m, env) in final.index else None
                                         for m in methods], dtype="Int64")
-    # The exact greedy column appears once some Kuhn run has it (deterministic opponents).
-    exact = "kuhn_poker" in envs and bool(numbers["kuhn_poker/chips_exact"].notna().any())
+    # The exact greedy column appears once some run of the task has it (deterministic opponents).
+    exact = {env: task(env).exact_values and bool(numbers[f"{env}/{task(env).headline}_exact"].notna().any())
+             for env in envs}
     header = ["method"]
     for env in envs:
-        label, ks = ENV_LABELS.get(env, env), set(numbers[f"{env}/k"].dropna())
-        if env == "kuhn_poker":
-            header.append(f"{label} chips, final hand")
-            if exact:
-                header.append(f"{label} greedy policy's exact chips, final hand")
+        spec, label, ks = task(env), ENV_LABELS.get(env, env), set(numbers[f"{env}/k"].dropna())
+        if spec.scored:
+            header.append(f"{label} {spec.headline}, final {spec.episode_noun}")
+            if exact[env]:
+                header.append(f"{label} greedy policy's exact {spec.headline}, final {spec.episode_noun}")
         header += [f"{label} success, final episode", f"{label} Pass@{int(ks.pop()) if len(ks) == 1 else 'K'}"]
     rows = []
     for method in methods:
         cells = [method]
         for env in envs:
-            if env == "kuhn_poker":
-                cells.append(fmt_interval(*_bounds(numbers, method, f"{env}/chips"), signed=True))
-                if exact:
-                    greedy = float(numbers.at[method, f"{env}/chips_exact"])
-                    mark = f" {SELECTION_MARK}" if numbers.at[method, f"{env}/selected_on"] == "chips_exact" else ""
+            unit = task(env).headline
+            if task(env).scored:
+                cells.append(fmt_interval(*_bounds(numbers, method, f"{env}/{unit}"), signed=True))
+                if exact[env]:
+                    greedy = float(numbers.at[method, f"{env}/{unit}_exact"])
+                    selected = numbers.at[method, f"{env}/selected_on"] == f"{unit}_exact"
+                    mark = f" {SELECTION_MARK}" if selected else ""
                     cells.append(MISSING if math.isnan(greedy) else f"{greedy:+.3f}{mark}")
             cells += [fmt_interval(*_bounds(numbers, method, f"{env}/success")),
                       fmt_interval(*_bounds(numbers, method, f"{env}/pass_at_k"))]
@@ -395,9 +399,9 @@ def flat_metrics(tables: RunTables) -> dict[str, float]:
 
 
 def headline_measure(env: str) -> str:
-    """The figure an ablation is read by: final-hand chips for Kuhn (METHOD.md
+    """The figure an ablation is read by: final-hand chips for Kuhn (docs/method.md
     section 8: a fixed strategy already maximizes the win rate), success elsewhere."""
-    return "score" if env == "kuhn_poker" else "success"
+    return "score" if task(env).scored else "success"
 
 
 ABLATION_COLUMNS = ("point", "env", "method", "k", "headline", "final", "final_low", "final_high", "first",
@@ -454,7 +458,7 @@ def kuhn_ceiling_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = 
     chips above the best fixed strategy (what adaptation earned), with its 95%
     interval. ``runs`` relabels runs (run -> label, e.g. a sweep's point values)
     and orders them; default: every Kuhn run, in order. In-domain suite first."""
-    kuhn = episodes[(episodes.env == "kuhn_poker") & (episodes.group == "all")]
+    kuhn = episodes[episodes.env.isin(games_with("exact_values")) & (episodes.group == "all")]
     order = list(runs) if runs is not None else list(dict.fromkeys(kuhn.run))
     rows, cells = [], []
     groups = {key: g for key, g in kuhn.groupby(["run", "suite"], sort=False)}
@@ -487,9 +491,10 @@ def fmt_number(value: float | None, signed: bool = False) -> str:
 
 def opening_bets_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:
     """Kuhn runs' first-hand opening bet probability per card where the agent acts
-    first (``MetaRLTrainer.opening_bets``), per suite; empty when none was measured."""
+    first (``trainers.strategy_probes.opening_bets``), per suite; empty when none was measured."""
     columns = [f"opening_bet_{card}_ep1" for card in "JQK"]
-    kuhn = episodes[(episodes.env == "kuhn_poker") & (episodes.group == "all") & (episodes.episode == 1)]
+    kuhn = episodes[episodes.env.isin(games_with("strategy_probes")) & (episodes.group == "all")
+                    & (episodes.episode == 1)]
     kuhn = kuhn.dropna(subset=columns)
     order = list(runs) if runs is not None else list(dict.fromkeys(kuhn.run))
     kuhn = kuhn[kuhn.run.isin(order)]

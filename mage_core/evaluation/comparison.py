@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from mage_core.envs.registry import GAMES, task
+
 TABLE1 = "table1"
 ADAPTATION = "adaptation"
 TABLE1_SUITE = "in_domain"  # aggregate.IN_DOMAIN, without importing pandas
@@ -38,12 +40,20 @@ _EPISODE = re.compile(r"^(success|chips|reward)_ep(\d+)$")
 
 def table1_names(env: str | None) -> list[str]:
     """The Table 1 measures of ``env`` (None: those any environment has), as the report
-    orders them: Kuhn's chips first."""
-    if env == "kuhn_poker":
-        return ["chips_final", "chips_exact_final", "success_final", "pass_at_k"]
+    orders them: a scored task's score (Kuhn's chips) first."""
     if env is None:
-        return ["success_final", "pass_at_k", "chips_final"]
-    return ["success_final", "pass_at_k"]
+        return ["success_final", "pass_at_k", *(f"{unit}_final" for unit in scored_units())]
+    spec = task(env)
+    if not spec.scored:
+        return ["success_final", "pass_at_k"]
+    exact = [f"{spec.headline}_exact_final"] if spec.exact_values else []
+    return [f"{spec.headline}_final", *exact, "success_final", "pass_at_k"]
+
+
+def scored_units(env: str | None = None) -> list[str]:
+    """The score units a report of ``env`` (None: every task) shows beside success (Kuhn's chips)."""
+    games = GAMES if env is None else (env,)
+    return list(dict.fromkeys(task(g).headline for g in games if task(g).scored))
 
 
 def final_episode(metrics: Mapping[str, float], suite: str = TABLE1_SUITE) -> int | None:

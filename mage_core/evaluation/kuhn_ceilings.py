@@ -1,4 +1,4 @@
-"""Exact Kuhn Poker ceilings of an evaluation suite (METHOD.md section 11).
+"""Exact Kuhn Poker ceilings of an evaluation suite (docs/method.md section 11).
 
 A suite is a weighted set of (opponent, agent seat) pairs. For the opponents it
 holds, with their weights, the final hand of a K-hand meta-episode is bounded by

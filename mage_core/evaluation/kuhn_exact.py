@@ -1,4 +1,4 @@
-"""The exact value of a greedy policy in Kuhn Poker meta-episodes (METHOD.md section 11).
+"""The exact value of a greedy policy in Kuhn Poker meta-episodes (docs/method.md section 11).
 
 Against deterministic opponents (the paper's archetypes, ``cfr_argmax``) a
 greedy policy (temperature 0: the most likely action) is a deterministic

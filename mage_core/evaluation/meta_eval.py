@@ -1,4 +1,4 @@
-"""Metrics of finished meta-episodes (METHOD.md section 8).
+"""Metrics of finished meta-episodes (docs/method.md section 8).
 
 Pass@k = the fraction of meta-episodes with at least one success in their
 first k episodes; also per-episode success, draw rate and mean reward by
@@ -27,7 +27,7 @@ def evaluation_specs(
 ) -> list[MetaEpisodeSpec]:
     """A fixed evaluation set: every (opponent, seat) of the population with
     positive probability, ``per_opponent_seat`` meta-episodes each, task seeds
-    from (seed, pair index, i). Identical on every call (METHOD.md section 8).
+    from (seed, pair index, i). Identical on every call (docs/method.md section 8).
     Task seeds are 62-bit (as training's), so two sets of different ``seed``
     share none in practice (the selection and report sets: a test checks it)."""
     if is_single_agent(game):

@@ -35,11 +35,12 @@ def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float
     return mean, mean - half, mean + half
 
 
-#: The smallest ceiling a figure is divided by (chips per hand; METHOD.md section 8's
-#: exploitation ratio). Against an equilibrium such as CFR's the best response earns
-#: only the strategy's residual exploitability (~1e-4 chips seat-averaged), and a
-#: ratio to it would blow sampling noise (a mean over 2,000 meta-episodes has a
-#: standard error of ~0.03 chips) up into figures like -1,500. The weakest archetype
+#: The smallest ceiling a figure is divided by (chips per hand; the exploitation ratio:
+#: docs/method.md section 8's chip figure over a ceiling of section 11). Against an
+#: equilibrium such as CFR's the best response earns only the strategy's residual
+#: exploitability (~1e-4 chips seat-averaged), and a ratio to it would blow sampling
+#: noise (a mean over 2,000 meta-episodes has a standard error of ~0.03 chips) up
+#: into figures like -1,500. The weakest archetype
 #: best response is 1/6 chips; 0.01 keeps every exploitable opponent and drops
 #: (near-)equilibria.
 MIN_RATIO_CEILING = 0.01

@@ -1,6 +1,6 @@
 """Evaluation suites: fixed sets of meta-episodes, in-domain and out-of-domain.
 
-METHOD.md section 8: the in-domain suite is the training population; the
+docs/method.md section 8: the in-domain suite is the training population; the
 out-of-domain suites come from ``evaluation.ood`` in params.yaml (Tic-Tac-Toe
 vs MCTS-1000, Kuhn vs sampled CFR and, named apart, argmax CFR, Sokoban with 1
 and 3 boxes after training on 2, WebShop's unseen categories). Every suite is fixed by seed: the in-domain
@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
-from mage_core.envs.registry import is_single_agent
+from mage_core.envs.registry import task
 from mage_core.opponents.population import Population, PopulationEntry
 
 IN_DOMAIN = "in_domain"
@@ -52,22 +52,16 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
     if which not in WHICH:
         raise ValueError(f"unknown suite selection {which!r}; choose one of {', '.join(WHICH)}")
     game = cfg.env.name
+    spec = task(game)
     out: list[Suite] = []
     if which in ("in_domain", "all"):
-        if game == "webshop":
-            out.append(Suite(IN_DOMAIN, game, (), {"split": "eval"}))
-        elif game == "alfworld":
-            out.append(Suite(IN_DOMAIN, game, (), {"split": "eval_in_distribution"}))
-        else:
-            entries = () if is_single_agent(game) else tuple(cfg.population.entries(game))
-            out.append(Suite(IN_DOMAIN, game, entries))
+        entries = () if spec.new_game is None else tuple(cfg.population.entries(game))
+        out.append(Suite(IN_DOMAIN, game, entries, dict(spec.in_domain_params)))
     if which in ("ood", "all"):
         ood = cfg.evaluation.ood
-        for name, spec in getattr(ood, game).items():
-            if game == "sokoban":
-                out.append(Suite(OOD_PREFIX + name, game, (), {"num_boxes": spec.num_boxes}))
-            elif game in ("webshop", "alfworld"):
-                out.append(Suite(OOD_PREFIX + name, game, (), {"split": spec.split}))
+        for name, ood_spec in getattr(ood, game).items():
+            if spec.ood_param is not None:  # a single-agent task: the suite changes one env setting
+                out.append(Suite(OOD_PREFIX + name, game, (), {spec.ood_param: getattr(ood_spec, spec.ood_param)}))
             else:
                 out.append(Suite(OOD_PREFIX + name, game, tuple(ood.entries(game, name))))
     return out

@@ -4,7 +4,7 @@ next to every Tic-Tac-Toe learning figure (issue 12).
 The agent's best achievable result against one opponent in one seat is an
 expectimax over the game tree: the agent picks the move of highest value, the
 opponent's move is a chance node with the opponent's move distribution at that
-position. The opponents of METHOD.md section 7 are memoryless (a move depends
+position. The opponents of docs/method.md section 7 are memoryless (a move depends
 only on the position and fresh randomness; the environment's ``restart()``
 replays only the opening), so this value is exact given the distributions, and
 the same in every episode of a meta-episode: knowing the opponent, no episode

@@ -1,4 +1,4 @@
-"""Counterfactual regret minimisation over Kuhn Poker (METHOD.md section 7).
+"""Counterfactual regret minimisation over Kuhn Poker (docs/method.md section 7).
 
 Vanilla CFR (regret matching, not CFR+), with ALTERNATING updates and uniform
 averaging: the same algorithm as OpenSpiel's ``CFRSolver`` with its defaults,

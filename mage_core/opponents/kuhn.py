@@ -1,4 +1,4 @@
-"""Kuhn Poker opponents as behaviour strategies (METHOD.md sections 7 and 11).
+"""Kuhn Poker opponents as behaviour strategies (docs/method.md sections 7 and 11).
 
 A behaviour strategy gives P(BET) at every information set of BOTH seats, so the
 same object can sit in either chair. Information sets use the canonical strings
@@ -140,7 +140,7 @@ class BehaviourStrategy:
         return f"BehaviourStrategy({self.name!r}, {table})"
 
 
-# The archetypes of METHOD.md section 7, identical in both seats (as in the
+# The archetypes of docs/method.md section 7, identical in both seats (as in the
 # reference code, which reads only the card and whether a bet was made). Rows:
 # seat 0 opening (J, Q, K) and answering a check-bet (Jpb, Qpb, Kpb); seat 1
 # after a check (Jp, Qp, Kp) and facing a bet (Jb, Qb, Kb).
@@ -195,7 +195,7 @@ def uniform_random(name: str = "random") -> BehaviourStrategy:
 
 
 def equilibrium(alpha: Probability = Fraction(0)) -> BehaviourStrategy:
-    """The Nash equilibrium family of METHOD.md section 11, for both seats.
+    """The Nash equilibrium family of docs/method.md section 11, for both seats.
 
     Seat 0: J bets w.p. alpha, Q checks and calls a check-bet w.p. alpha + 1/3,
     K bets w.p. 3 alpha and always calls. Seat 1 (unique): after a check bets K,

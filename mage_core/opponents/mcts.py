@@ -1,6 +1,6 @@
 """UCT Monte-Carlo tree search with random rollouts and the MCTS-Solver.
 
-This is the strong half of the Tic-Tac-Toe population (MCTS-100, METHOD.md
+This is the strong half of the Tic-Tac-Toe population (MCTS-100, docs/method.md
 section 7) and the unseen evaluation opponent (MCTS-1000, section 8). The paper's
 reference code uses OpenSpiel's ``MCTSBot`` (uct_c=1.4, one random rollout per
 leaf, ``solve=True``); both searches here follow that algorithm step for step:
@@ -357,7 +357,7 @@ def _solve_flat(outcome: list[Any], node: int, start: int, stop: int) -> bool:
 
 
 class MCTSPlayer:
-    """UCT + MCTS-Solver opponent (METHOD.md section 7: MCTS-100 in training,
+    """UCT + MCTS-Solver opponent (docs/method.md section 7: MCTS-100 in training,
     MCTS-1000 unseen). Uses the fast search on Tic-Tac-Toe states and the
     reference search on any other deterministic two-player ``GameState``."""
 

@@ -1,10 +1,10 @@
 """Perfect Tic-Tac-Toe play from an exact solve of the game, and best-response
 values against deterministic opponents.
 
-The game has 5,478 reachable positions (METHOD.md section 11), so the whole game
+The game has 5,478 reachable positions (docs/method.md section 11), so the whole game
 is solved once per process and every move is a table lookup. Perfect play from
 the empty board is a draw; the solver's values back the tests that every
-preferred-pattern opponent (METHOD.md section 7) is a forced win for a
+preferred-pattern opponent (docs/method.md section 7) is a forced win for a
 best-responding agent in either seat.
 """
 
@@ -83,7 +83,7 @@ class MinimaxPlayer:
 
     ``tie_break="random"`` picks uniformly among optimal moves with the ``rng``
     passed to ``act`` (a less predictable perfect player, used as the reference
-    "perfect play" opponent of METHOD.md section 11); ``"first"`` picks the
+    "perfect play" opponent of docs/method.md section 11); ``"first"`` picks the
     lowest optimal cell (deterministic). Optimal means best value only: a slow
     win and a fast win are equal.
     """
@@ -129,7 +129,7 @@ def best_response_value(opponent: Opponent, agent_seat: int) -> int:
     ``agent_seat`` (0 = X, moves first; 1 = O) against a deterministic opponent.
 
     Searches every agent move; the opponent's replies come from ``opponent.act``
-    (METHOD.md section 11: every preferred pattern is a forced win, i.e. +1, in
+    (docs/method.md section 11: every preferred pattern is a forced win, i.e. +1, in
     both seats).
     """
     if agent_seat not in (0, 1):

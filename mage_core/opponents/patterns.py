@@ -1,8 +1,8 @@
-"""Preferred-pattern Tic-Tac-Toe players (METHOD.md section 7).
+"""Preferred-pattern Tic-Tac-Toe players (docs/method.md section 7).
 
 Each plays the first empty cell of a fixed order of the nine cells. They are the
 exploitable half of the training population: every one of them is a forced win
-for a best-responding agent in either seat (METHOD.md section 11), but the agent
+for a best-responding agent in either seat (docs/method.md section 11), but the agent
 must first find out which order it faces.
 
 The six orders are those of the public reference code's population

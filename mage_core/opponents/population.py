@@ -1,6 +1,6 @@
 """Opponent populations: weighted (opponent, seat) draws per meta-episode.
 
-Population-based training (METHOD.md section 7) samples ONE opponent and the
+Population-based training (docs/method.md section 7) samples ONE opponent and the
 agent's seat for each meta-episode; the agent is never told which. Seats are
 ``first`` (the agent moves first), ``second``, or ``mixed`` (50/50 per draw).
 """
@@ -49,7 +49,7 @@ _TTT_WEAK = [
     "random",
 ]
 
-#: Named populations (METHOD.md section 7). ``balanced`` is the paper's
+#: Named populations (docs/method.md section 7). ``balanced`` is the paper's
 #: Tic-Tac-Toe pool: half MCTS-100, half the six patterns and random.
 PRESETS: dict[str, dict[str, list[PopulationEntry]]] = {
     "tic_tac_toe": {

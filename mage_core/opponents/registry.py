@@ -26,13 +26,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping
+from typing import Callable, Mapping
 
 from mage_core.envs.base import Opponent
 
-TWO_PLAYER_GAMES = ("tic_tac_toe", "kuhn_poker")
-
-#: The six preferred-pattern players of METHOD.md section 7 (orders live in
+#: The six preferred-pattern players of docs/method.md section 7 (orders live in
 #: mage_core.opponents.patterns.PATTERNS; this tuple names them for the parser).
 PATTERN_ORDERS = (
     "center_corners_edges",
@@ -64,18 +62,51 @@ class OpponentSettings:
 
     def custom(self, game: str) -> Mapping[str, object]:
         """The user-defined opponent names of ``game``."""
-        return self.kuhn_strategies if game == "kuhn_poker" else self.ttt_players
+        return getattr(self, catalogue(game).custom_field)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The opponents of one two-player game (its ``Task.opponents`` names this object).
+
+    ``names(custom)``: accepted names for error messages; ``check(name, custom)``: None if
+    ``name`` (not ``random``, which every game has) is valid, a reason if it is malformed,
+    ``UNKNOWN`` if the game has no such opponent; ``make(name, settings)`` builds it;
+    ``custom_field``: the ``OpponentSettings`` field holding user-defined names."""
+
+    custom_field: str
+    names: Callable[[Mapping[str, object]], list[str]]
+    check: Callable[[str, Mapping[str, object]], str | None]
+    make: Callable[[str, "OpponentSettings"], Opponent]
+
+
+#: ``Catalogue.check``'s answer for a name the game does not know.
+UNKNOWN = "unknown"
+
+
+def catalogue(game: str) -> Catalogue:
+    """The opponent catalogue of ``game``; ValueError for a game without opponents."""
+    from mage_core.envs.registry import TASKS, resolve, task, two_player_games
+
+    reference = task(game).opponents if game in TASKS else None
+    if reference is None:
+        raise ValueError(f"game {game!r} has no opponents; two-player games: {', '.join(two_player_games())}")
+    return resolve(reference)
 
 
 def valid_names(game: str, custom: Mapping[str, object] = {}) -> list[str]:
     """Human-readable list of accepted names, for error messages."""
-    if game == "tic_tac_toe":
-        return (["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
-                + _collapse_members(custom))
-    if game == "kuhn_poker":
-        return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
-                *_collapse_members(custom)]
-    raise ValueError(f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}")
+    return catalogue(game).names(custom)
+
+
+def _ttt_names(custom: Mapping[str, object]) -> list[str]:
+    return (["random", "minimax", "mcts-<simulations>"] + [f"pattern-{p}" for p in PATTERN_ORDERS]
+            + _collapse_members(custom))
+
+
+def _kuhn_names(custom: Mapping[str, object]) -> list[str]:
+    return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
+            *_collapse_members(custom)]
 
 
 def _collapse_members(names: Mapping[str, object]) -> list[str]:
@@ -98,32 +129,43 @@ def _collapse_members(names: Mapping[str, object]) -> list[str]:
 
 def check_opponent_name(game: str, name: str, custom: Mapping[str, object] = {}) -> str | None:
     """None if ``name`` is a valid opponent of ``game``, else the reason it is not."""
-    if game not in TWO_PLAYER_GAMES:
-        return f"game {game!r} has no opponents; two-player games: {', '.join(TWO_PLAYER_GAMES)}"
+    try:
+        found = catalogue(game)
+    except ValueError as err:
+        return str(err)
     if not isinstance(name, str):
         return f"opponent name must be a string, got {type(name).__name__}"
     if name == "random":
         return None
-    if game == "tic_tac_toe":
-        if name == "minimax" or name in custom:
-            return None
-        if m := _MCTS.match(name):
-            # The first simulation only expands the root, so one simulation chooses
-            # nothing (OpenSpiel's MCTSBot fails there too).
-            return None if int(m.group(1)) >= 2 else "mcts needs at least 2 simulations"
-        if m := _PATTERN.match(name):
-            if m.group(1) in PATTERN_ORDERS:
-                return None
-            return f"unknown pattern {m.group(1)!r}; patterns: {', '.join(PATTERN_ORDERS)}"
-    else:
-        if name in KUHN_ARCHETYPES or name in KUHN_PROBES or name in ("cfr", "cfr_argmax") or name in custom:
-            return None
-        if m := _EQUILIBRIUM.match(name):
-            alpha = _parse_alpha(m.group(1))
-            if alpha is None or not 0 <= alpha <= Fraction(1, 3):
-                return f"equilibrium alpha must lie in [0, 1/3], got {m.group(1)}"
-            return None
+    problem = found.check(name, custom)
+    if problem != UNKNOWN:
+        return problem
     return f"{name!r} is not an opponent of {game}; valid: {', '.join(valid_names(game, custom))}"
+
+
+def _ttt_check(name: str, custom: Mapping[str, object]) -> str | None:
+    if name == "minimax" or name in custom:
+        return None
+    if m := _MCTS.match(name):
+        # The first simulation only expands the root, so one simulation chooses
+        # nothing (OpenSpiel's MCTSBot fails there too).
+        return None if int(m.group(1)) >= 2 else "mcts needs at least 2 simulations"
+    if m := _PATTERN.match(name):
+        if m.group(1) in PATTERN_ORDERS:
+            return None
+        return f"unknown pattern {m.group(1)!r}; patterns: {', '.join(PATTERN_ORDERS)}"
+    return UNKNOWN
+
+
+def _kuhn_check(name: str, custom: Mapping[str, object]) -> str | None:
+    if name in KUHN_ARCHETYPES or name in KUHN_PROBES or name in ("cfr", "cfr_argmax") or name in custom:
+        return None
+    if m := _EQUILIBRIUM.match(name):
+        alpha = _parse_alpha(m.group(1))
+        if alpha is None or not 0 <= alpha <= Fraction(1, 3):
+            return f"equilibrium alpha must lie in [0, 1/3], got {m.group(1)}"
+        return None
+    return UNKNOWN
 
 
 def _parse_alpha(text: str) -> Fraction | None:
@@ -138,9 +180,7 @@ def make_opponent(game: str, name: str, settings: OpponentSettings = OpponentSet
     problem = check_opponent_name(game, name, settings.custom(game))
     if problem is not None:
         raise ValueError(problem)
-    if game == "tic_tac_toe":
-        return _make_tic_tac_toe(name, settings)
-    return _make_kuhn(name, settings)
+    return catalogue(game).make(name, settings)
 
 
 def _make_tic_tac_toe(name: str, settings: OpponentSettings) -> Opponent:
@@ -211,3 +251,7 @@ def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:
     assert m is not None  # guaranteed by check_opponent_name
     strategy = kuhn.equilibrium(Fraction(m.group(1)))
     return kuhn.BehaviourStrategy(name, strategy.p_bet)
+
+
+TIC_TAC_TOE = Catalogue("ttt_players", _ttt_names, _ttt_check, _make_tic_tac_toe)
+KUHN_POKER = Catalogue("kuhn_strategies", _kuhn_names, _kuhn_check, _make_kuhn)

@@ -1,7 +1,7 @@
 """The embedded tiny Qwen3 policy: build from a config, save, load.
 
 The default profile trains a small model of the paper's architecture from
-scratch on CPU (DESIGN.md "The embedded default"): ``Qwen3ForCausalLM``, the
+scratch on CPU (docs/architecture.md, "The embedded default"): ``Qwen3ForCausalLM``, the
 same HF class as Qwen3-4B, built from a ``Qwen3Config`` with no download.
 ``load_policy`` is plain ``from_pretrained`` on a local folder, so the same
 code loads a real Qwen3-4B checkpoint copied to disk.

@@ -1,6 +1,6 @@
 """The embedded default's tokenizer: word level, built locally from the games' text.
 
-No tokenizer can be downloaded here (DESIGN.md "The embedded default"), and a
+No tokenizer can be downloaded here (docs/architecture.md, "The embedded default"), and a
 tiny model trained from scratch learns faster over few, meaningful tokens than
 over sub-word pieces. So the vocabulary is every word of a corpus (the games'
 own prompts and action texts, ``mage_core.rollout.corpus``).
@@ -32,7 +32,7 @@ from transformers import PreTrainedTokenizerFast
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)
-#: Response tags kept whole (METHOD.md section 2: the answer format).
+#: Response tags kept whole (docs/method.md section 2: the answer format).
 TAG_TOKENS = ("<action>", "</action>", "<remark>", "</remark>")
 
 

@@ -1,4 +1,4 @@
-"""What the policy reads: prompts for play and reflect turns (METHOD.md section 2).
+"""What the policy reads: prompts for play and reflect turns (docs/method.md section 2).
 
 A play prompt = task description + contextual memory of the previous episodes
 + the state history of the current episode. Memory modes (reference-code

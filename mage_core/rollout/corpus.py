@@ -13,7 +13,8 @@ from typing import Iterator
 import numpy as np
 
 from mage_core.config import Config
-from mage_core.envs.registry import is_single_agent, make_env
+from mage_core.envs.registry import GAMES as ALL_GAMES
+from mage_core.envs.registry import is_single_agent, make_env, task
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
 from mage_core.rollout.meta_episode import (
@@ -23,8 +24,9 @@ from mage_core.rollout.meta_episode import (
     Response,
 )
 
-#: Games every embedded tokenizer covers (a run's own task is added: ``corpus_games``).
-GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
+#: Games every embedded tokenizer covers: those that read no data files (a run's own
+#: data-backed task is added: ``corpus_games``).
+GAMES = tuple(name for name in ALL_GAMES if task(name).data is None)
 MEMORY_MODES = ("history_only", "reflection_only", "history_and_reflection")
 TAGS = ("<action>", "</action>", "<remark>", "</remark>", "(invalid)")
 
@@ -47,50 +49,12 @@ def corpus_games(cfg: Config) -> tuple[str, ...]:
     return GAMES if cfg.env.name in GAMES else (*GAMES, cfg.env.name)
 
 
-#: Data-backed tasks whose reset is slow (ALFWorld: ~1 s, fast-downward translates the
-#: problem): random play covers their prompt shapes in fewer meta-episodes; their words
-#: come from ``task_texts``.
-SLOW_RESET = {"alfworld": 1}
-#: ALFWorld's compact command names offered at most (c1..cN; the admissible lists seen run to ~60).
-ALFWORLD_COMMANDS = 120
-
-
 def task_texts(cfg: Config, game: str) -> Iterator[str]:
-    """A data-backed task's own words: every product and goal of the WebShop
-    catalogue as its compact prompt shows them (random play reaches few pages);
-    ALFWorld's grammar (every feedback sentence) and each game's goal text and
-    object names, read from the game files without playing them."""
-    if game == "alfworld":
-        import json
-        import re
-
-        from mage_core.envs.alfworld.env import SPLIT_FOLDERS, split_games
-
-        words: set[str] = set()
-        for split in SPLIT_FOLDERS:
-            try:
-                files = split_games(cfg.env.alfworld.data_path, split)
-            except ValueError:
-                continue  # a split without games: check_task_data reports it when a stage needs it
-            for gamefile in files:
-                with open(gamefile) as handle:
-                    data = json.load(handle)
-                words.update(re.findall(r"[a-z]+", data["grammar"].lower()))
-                words.update(re.findall(r"[a-z]+", data["pddl_problem"].lower()))  # object and type names
-        yield " ".join(sorted(words))
-        yield " ".join(str(i) for i in range(1, 61))
-        return
-    if game != "webshop":
-        return
-    from mage_core.envs.webshop.env import compact_goal, load_shop
-
-    w = cfg.env.webshop
-    catalogue, _ = load_shop(w.data_path, w.load_seed, w.skip_unknown_goals)
-    for p in catalogue.products:
-        yield " ".join([p.name.lower(), p.price_text, p.description.lower(), " ".join(p.bullets).lower(),
-                        *(v for values in p.options.values() for v in values)])
-    for g in catalogue.goals:
-        yield compact_goal(g.instruction)
+    """A data-backed task's own words (``TaskData.texts``: random play reaches few of its
+    pages or games); nothing for the others."""
+    data = task(game).data
+    if data is not None:
+        yield from data.texts(cfg)
 
 
 def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed: int = 0) -> Iterator[str]:
@@ -107,7 +71,9 @@ def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed:
             pairs = [(None, 0)]
         else:
             pairs = sorted(Population(cfg.population.entries(game)).probabilities())  # type: ignore[arg-type]
-        for i in range(min(meta_episodes_per_game, SLOW_RESET.get(game, meta_episodes_per_game))):
+        data = task(game).data
+        cap = data.corpus_meta_episodes if data is not None else None  # a slow reset: fewer
+        for i in range(meta_episodes_per_game if cap is None else min(meta_episodes_per_game, cap)):
             opponent_name, seat = pairs[i % len(pairs)]
             memory = MEMORY_MODES[i % len(MEMORY_MODES)]
             opponent = make_opponent(game, opponent_name, settings) if opponent_name else None
@@ -138,10 +104,7 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
         env.reset()
         words.update(env.compact_action(a) for a in env.legal_actions())
-        if game == "webshop":  # its first page offers only "search": every page's words
-            from mage_core.envs.webshop.env import compact_action_words
-
-            words.update(compact_action_words(env.catalogue))  # type: ignore[attr-defined]
-        if game == "alfworld":  # later states admit more commands than the first
-            words.update(f"c{i}" for i in range(1, ALFWORLD_COMMANDS + 1))
+        data = task(game).data
+        if data is not None:  # what later states admit beyond the first (WebShop's pages, ALFWorld's c1..cN)
+            words.update(data.action_words(env))
     return sorted(words)

@@ -1,4 +1,4 @@
-"""One meta-episode: K episodes against one opponent or task (METHOD.md section 1).
+"""One meta-episode: K episodes against one opponent or task (docs/method.md section 1).
 
 Schedule: play(1), reflect, play(2), reflect, ..., play(K). The object is a
 small state machine driven from outside: ``request()`` says what the policy
@@ -7,7 +7,7 @@ must decide next (a prompt, plus the legal actions in constrained mode) and
 many meta-episodes into one model call (``mage_core.rollout.runner``).
 
 Every policy decision is recorded as a ``Decision`` with what the returns and
-advantages need (METHOD.md sections 3-5): episode index, phase, anchor state,
+advantages need (docs/method.md sections 3-5): episode index, phase, anchor state,
 task reward, penalties, validity and tokens.
 """
 
@@ -32,7 +32,7 @@ from mage_core.rollout.context import (
 
 Phase = Literal["play", "reflect"]
 _REMARK = re.compile(r"<remark>(.*?)</remark>", re.IGNORECASE | re.DOTALL)
-#: The anchor text of every reflect sample (METHOD.md section 5).
+#: The anchor text of every reflect sample (docs/method.md section 5).
 REFLECTION_ANCHOR = "reflection"
 
 
@@ -244,7 +244,7 @@ class MetaEpisode:
         final = self.env.compact_observation() if s.style == "compact" else self.env.observation()
         trajectory = final if s.style == "compact" else paper_trajectory(self.context.current_turns, final)
         # A structured summary stands in for a generated reflection (small models,
-        # DESIGN.md "The embedded default"): the episode's final state and result.
+        # docs/architecture.md, "The embedded default"): the episode's final state and result.
         reflects = s.reflect_on == "every" or not success
         summary = final if s.reflections == "summary" and reflects else None
         if s.memory != "none":

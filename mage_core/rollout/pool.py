@@ -12,7 +12,7 @@ result is the in-process one, whatever the number of workers (up to float
 rounding of batched forwards, ~1e-7 in log-probabilities).
 
 This module is backend-neutral: the Ray pool lives in
-``mage_core.backends.ray_rollout`` (the only home of ``ray``, DESIGN.md).
+``mage_core.backends.ray_rollout`` (the only home of ``ray``, docs/architecture.md).
 """
 
 from __future__ import annotations

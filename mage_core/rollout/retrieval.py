@@ -1,4 +1,4 @@
-"""Retrieval memories of the memory-based baselines (METHOD.md section 9): A-MEM's
+"""Retrieval memories of the memory-based baselines (docs/method.md section 9): A-MEM's
 notes and Memento's cases, ranked by BM25+ (``bm25s``).
 
 Both are evaluation-only agents around a fixed model: nothing here changes a

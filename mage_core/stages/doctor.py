@@ -58,7 +58,9 @@ def check_backends(cfg: Config) -> list[Finding]:
 
 def check_task_data_finding(cfg: Config) -> list[Finding]:
     """A data-backed task's files (WebShop's catalogue, ALFWorld's games) are there and playable."""
-    if cfg.env.name not in ("webshop", "alfworld"):
+    from mage_core.envs.registry import task
+
+    if task(cfg.env.name).data is None:
         return []
     from mage_core.config import ConfigError
     from mage_core.stages.task_data import check_task_data

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 from rich.console import Console
 
 from mage_core.config import Config, ConfigError, load_config
+from mage_core.envs.registry import task
 from mage_core.evaluation.contracts import trial_rules, validate
 from mage_core.evaluation.meta_eval import summarize_trials
 from mage_core.evaluation.suites import WHICH, Suite, suites_for
@@ -52,24 +53,8 @@ console = Console()
 
 
 def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
-    """Bounds of one episode's task reward R_k (METHOD.md section 3)."""
-    if game == "kuhn_poker":
-        chips = 2 * cfg.env.kuhn_poker.reward_per_chip  # ante + bet
-        return -chips, chips
-    if game == "tic_tac_toe":
-        t = cfg.env.tic_tac_toe
-        values = (t.win_reward, t.loss_reward, t.draw_reward, 0.0)
-        return min(values), max(values)
-    if game == "webshop":
-        w = cfg.env.webshop
-        return 0.0, max(w.success_reward, w.partial_reward_scale)
-    if game == "alfworld":
-        return 0.0, cfg.env.alfworld.success_reward
-    s = cfg.env.sokoban
-    moves = s.max_turns * s.moves_per_turn
-    worst_move = min(s.step_penalty, 0.0) + min(s.box_off_target, 0.0)
-    best_total = 3 * max(s.box_on_target, 0.0) + max(s.all_boxes_on_target, 0.0)  # at most 3 boxes
-    return moves * worst_move, best_total + moves * max(s.step_penalty, 0.0)
+    """Bounds of one episode's task reward R_k (docs/method.md section 3), as the task declares them."""
+    return task(game).reward_bounds(getattr(cfg.env, game))
 
 
 def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str,
@@ -120,6 +105,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     require_built(cfg.backend.generator)
     from mage_core.policy.model import load_policy, load_tokenizer, verify_policy
     from mage_core.stages.train import make_codec, make_generator
+    from mage_core.trainers import strategy_probes
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
     from mage_core.stages.task_data import check_task_data
@@ -146,6 +132,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
     game, k = cfg.env.name, trainer.eval_settings.num_episodes
+    spec = task(game)
     unit_scale, unit = reward_unit(cfg, game)
     n = per_opponent_seat or cfg.evaluation.meta_episodes_per_opponent_seat
     suites = suites_for(cfg, which)  # type: ignore[arg-type]
@@ -162,19 +149,19 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             suite_rows = trial_rows(metas, suite.name, unit_scale)
             rows += suite_rows
             summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
-            if game == "kuhn_poker":
+            if spec.exact_values:
                 summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart,
                                                  trainer.eval_settings.early_stop))
                 # The greedy policy's exact value where the suite's opponents are deterministic.
-                exact = trainer.evaluate_exact(list(suite.entries))
+                exact = strategy_probes.exact_greedy_values(trainer, list(suite.entries))
                 summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
-                summary.update(trainer.opening_bets(list(suite.entries)))  # does the policy probe?
+                summary.update(strategy_probes.opening_bets(trainer, list(suite.entries)))  # does it probe?
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
-            headline = summary[f"all/{'chips' if game == 'kuhn_poker' else 'success'}_ep{k}"]
+            headline = summary[f"all/{spec.headline}_ep{k}"]
             seconds = time.perf_counter() - started
             timings[f"eval/time/{suite.name}_s"] = seconds
             timings[f"eval/time/{suite.name}_meta_episodes_per_s"] = len(metas) / seconds
-            console.print(f"{suite.name}: final-episode {'chips' if game == 'kuhn_poker' else 'success'} "
+            console.print(f"{suite.name}: final-episode {spec.headline} "
                           f"{headline:+.4f} ({len(metas)} meta-episodes, {seconds:.1f} s)")
     frame = pd.DataFrame(rows, columns=list(TRIAL_COLUMNS))
     opponents = sorted({e.opponent for s in suites for e in s.entries} | {"none"})

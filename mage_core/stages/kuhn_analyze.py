@@ -4,7 +4,7 @@ Per opponent: the best-response value and strategy in each seat. For the
 configured Kuhn population: per seat the best single fixed strategy, the value
 of knowing the opponent, the final hand of a "play fixed, then respond" agent
 (no probing) and the Bayes-optimal final-hand value of a meta-episode (fresh deal
-each hand, and the same deal replayed), then the seat-weighted total (METHOD.md
+each hand, and the same deal replayed), then the seat-weighted total (docs/method.md
 section 11; ``mage_core.evaluation.kuhn_ceilings``). All values are exact fractions.
 """
 
@@ -20,7 +20,7 @@ from mage_core.config import ConfigError, load_config
 from mage_core.envs.kuhn_poker import analysis
 from mage_core.evaluation.kuhn_ceilings import behaviour, population_mixes
 from mage_core.opponents.kuhn import BehaviourStrategy
-from mage_core.opponents.registry import OpponentSettings, check_opponent_name, make_opponent
+from mage_core.opponents.registry import check_opponent_name
 
 SEAT_NAMES = {0: "first", 1: "second"}
 

@@ -5,7 +5,7 @@ Composition root over ``mage_core.evaluation.aggregate``: for the runs given
 exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
 
 - ``table1.md`` / ``table1.csv``: methods x environments in the layout of the
-  paper's Table 1 (METHOD.md section 9), in-domain suite, final episode, 95%
+  paper's Table 1 (docs/method.md section 9), in-domain suite, final episode, 95%
   intervals;
 - ``per_opponent.md``: every suite, opponent and seat, every episode index;
 - ``adaptation.png``: the population's success (Kuhn: chips) by episode index;
@@ -56,12 +56,11 @@ from mage_core.evaluation.aggregate import (
     per_opponent,
     table1,
 )
+from mage_core.envs.registry import games_with, task
 from mage_core.evaluation.stats import MIN_RATIO_CEILING
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from mage_core.stages.run_settings import RunSettings, settings_markdown
 
-#: Games with a draw outcome, whose per-opponent tables show the draw rate (METHOD.md section 8).
-DRAW_ENVS = ("tic_tac_toe",)
 FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "training_curves.png", "report.md",
          "metrics.json")
 
@@ -103,7 +102,7 @@ def in_domain_ceilings(episodes: pd.DataFrame) -> dict[str, tuple[float, float]]
     ``mage evaluate`` for each run's own population, K and deals
     (``mage_core.evaluation.kuhn_ceilings``), keyed by the runs that share them
     (``"all runs"`` when they all do). Runs evaluated without ceilings are left out."""
-    rows = final_episode(episodes[episodes.env == "kuhn_poker"], IN_DOMAIN)
+    rows = final_episode(episodes[episodes.env.isin(games_with("exact_values"))], IN_DOMAIN)
     rows = rows.dropna(subset=["ceiling_adaptive"])  # best fixed: NaN under early stop (not computed)
     by_value: dict[tuple[float, float], list[str]] = {}
     for r in rows.itertuples():
@@ -158,8 +157,8 @@ def adaptation_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     colors = _method_colors(tables)
     fig, axes = _figure(1, len(envs))
     for ax, env in zip(axes[0], envs):
-        kuhn = env == "kuhn_poker"
-        column = "score" if kuhn else "success"
+        spec = task(env)
+        column = "score" if spec.scored else "success"
         env_rows = rows[rows.env == env]
         runs = list(dict.fromkeys(env_rows.run))
         for i, run in enumerate(runs):
@@ -168,13 +167,14 @@ def adaptation_png(tables: RunTables, ceilings: Ceilings) -> bytes:
             errors = [(r[column] - r[f"{column}_low"]).clip(lower=0), (r[f"{column}_high"] - r[column]).clip(lower=0)]
             ax.errorbar(r.episode + offset, r[column], yerr=errors, marker="o", capsize=4, linewidth=1.8,
                         color=colors[r.method.iloc[0]], label=r.method.iloc[0])  # one run per method (table1)
-        if kuhn:
+        if spec.exact_values:
             _draw_ceilings(ax, ceilings)
         else:
             ax.set_ylim(-0.02, 1.02)
         ax.set_xticks(sorted(set(env_rows.episode)))
         ax.set_xlabel("episode index k within the meta-episode")
-        ax.set_ylabel("chips per hand (mean, 95% CI)" if kuhn else "success rate (95% CI)")
+        ax.set_ylabel(f"{spec.headline} per {spec.episode_noun} (mean, 95% CI)" if spec.scored
+                      else "success rate (95% CI)")
         ax.set_title(f"{ENV_LABELS.get(env, env)}: in-domain, by episode")
         ax.grid(alpha=0.3)
         _legend_below(ax)
@@ -197,7 +197,7 @@ def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
     fig, axes = _figure(2, len(envs))
     for col, env in enumerate(envs):
         top, bottom = axes[0][col], axes[1][col]
-        kuhn = env == "kuhn_poker"
+        spec = task(env)
         env_curves = curves[curves.env == env]
         for _, c in env_curves.groupby("run", sort=False):
             method = c.method.iloc[0]
@@ -211,11 +211,11 @@ def training_curves_png(tables: RunTables, ceilings: Ceilings) -> bytes:
             top.plot(evals.step, evals.eval_headline, color=color, marker="o", linestyle="--", linewidth=1,
                      label=f"{method}: eval on the selection set")
             bottom.plot(c.step, c.entropy, color=color, linewidth=1.5, label=method)
-        if kuhn:
+        if spec.exact_values:
             _draw_ceilings(top, ceilings)
-        label = ENV_LABELS.get(env, env)
-        top.set_title(f"{label}: final-episode {'chips' if kuhn else 'success'} during training")
-        top.set_ylabel("chips per hand, final hand" if kuhn else "success rate, final episode")
+        label, noun = ENV_LABELS.get(env, env), spec.episode_noun
+        top.set_title(f"{label}: final-episode {spec.headline} during training")
+        top.set_ylabel(f"{spec.headline} per {noun}, final {noun}" if spec.scored else "success rate, final episode")
         bottom.set_title(f"{label}: policy entropy")
         bottom.set_ylabel("entropy (nats)")
         for ax in (top, bottom):
@@ -247,16 +247,16 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
         for suite, rows in runs.groupby("suite", sort=False):
             ks = sorted(int(c[len("pass_at_"):]) for c in rows.columns
                         if c.startswith("pass_at_") and rows[c].notna().any())
-            unit, kuhn = rows.unit.iloc[0], env == "kuhn_poker"
-            measures = [("score", unit), ("success", "success")] + ([("draw", "draw")] if env in DRAW_ENVS else [])
+            unit, exact = rows.unit.iloc[0], task(env).exact_values
+            measures = [("score", unit), ("success", "success")] + ([("draw", "draw")] if task(env).draws else [])
             header = ["opponent", "seat", "n"] + [f"{name} ep{k}" for _, name in measures for k in ks]
-            header += [f"Pass@{k}" for k in ks] + (["opponent known", "exploitation"] if kuhn else [])
+            header += [f"Pass@{k}" for k in ks] + (["opponent known", "exploitation"] if exact else [])
             table = []
             for r in rows.to_dict("records"):
                 cells = [r["opponent"], r["seat"], f"{r['num_meta_episodes']:.0f}"]
                 cells += [fmt_number(r[f"{m}_ep{k}"], signed=m == "score") for m, _ in measures for k in ks]
                 cells += [fmt_number(r[f"pass_at_{k}"]) for k in ks]
-                if kuhn:
+                if exact:
                     cells += [fmt_number(r["ceiling_known"], signed=True), fmt_number(r["exploitation_ratio"])]
                 table.append(cells)
             parts.append(f"### suite `{suite}`\n\n" + markdown_table(header, table))
@@ -273,7 +273,7 @@ def _how_to_read() -> str:
             "that rises with k means the agent uses what earlier episodes revealed (it explores, then exploits); "
             "a flat curve is a fixed strategy however good, and a falling one spends later episodes worse than "
             "the first. In Kuhn Poker a single fixed strategy already maximizes the win rate, so read chips per "
-            "hand (METHOD.md section 8) against the exact ceilings of each suite, computed for its own opponents, "
+            "hand (docs/method.md section 8) against the exact ceilings of each suite, computed for its own opponents, "
             "K and deals (table under Table 1): the best fixed strategy (no adaptation), play fixed then respond "
             "(the best fixed strategy until the last hand, then the best response to what it revealed: "
             "adaptation without probing), the Bayes-optimal final hand (no agent earns more) and the opponent "
@@ -301,14 +301,10 @@ def table1_title(settings: Mapping[str, RunSettings]) -> str:
     return f"Table 1 ({'embedded tiny model, ' if embedded else ''}not the paper's setting): in-domain, final episode"
 
 
-#: Why a paper environment has no column, when no run covers it.
-NOT_BUILT = {"alfworld": "its environment is not built yet (issue 13)"}
-
-
 def _missing_note(tables: RunTables) -> str:
     """Table 1's legend: ``—``, the selection mark, and a paper environment without a run."""
     present = set(tables.overview.env)
-    absent = [f"{ENV_LABELS[env]}: {NOT_BUILT.get(env, 'no run in reproduce.runs')}"
+    absent = [f"{ENV_LABELS[env]}: no run in reproduce.runs"
               for env in ENV_LABELS if env not in present]
     lines = ["— : the method was not run on that environment (not in `reproduce.runs`)."]
     exact = sorted(tables.overview.run[tables.overview.select_on == "exact_greedy"])
@@ -327,7 +323,7 @@ def kuhn_ceilings_markdown(tables: RunTables) -> str:
     frame, table = kuhn_ceiling_table(tables.episodes)
     if frame.empty:
         return ""
-    kuhn = tables.overview[tables.overview.env == "kuhn_poker"]
+    kuhn = tables.overview[tables.overview.env.isin(games_with("exact_values"))]
     stopped = sorted(kuhn.run[kuhn.early_stop.astype(bool)])
     text = ("### Kuhn Poker against the exact ceilings of each suite\n\n"
             "Chips per hand, population-weighted; the final hand with its 95% interval (report set); the ceilings "
@@ -386,7 +382,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
                      f"`{train_root / r.run}`" if trained and train_root is not None else MISSING])
     oods = sorted(set(tables.episodes.suite) - {IN_DOMAIN})
     ood_rows = [[f"`{s}`", r.method, ENV_LABELS.get(r.env, r.env),
-                 fmt_number(r.score, signed=r.env == "kuhn_poker") + f" {r.unit}", fmt_number(r.success),
+                 fmt_number(r.score, signed=task(r.env).scored) + f" {r.unit}", fmt_number(r.success),
                  fmt_number(r.draw), fmt_number(r.pass_at)]
                 for s in oods for r in final_episode(tables.episodes, s).itertuples()]
     return "\n".join([

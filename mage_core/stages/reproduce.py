@@ -8,7 +8,7 @@ dvc.yaml and a copy of mage_core, which the stages depend on), so a quick run
 never touches the project's params, lock file or reports.
 
 The flow itself runs in a subprocess (``python -m flows reproduce``): nothing in
-``mage_core`` imports Prefect (DESIGN.md).
+``mage_core`` imports Prefect (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What each run of a report was, next to the paper: model, budget, seeds, and every
 setting that differs from the paper profile of its game.
 
-Table 1 has the paper's layout (METHOD.md section 9), not its settings: the CPU
+Table 1 has the paper's layout (docs/method.md section 9), not its settings: the CPU
 default trains a tiny model from scratch for a few dozen iterations, with constrained
 actions, summary reflections and other choices the paper did not make. A figure read
 without them reads as a reproduction of the paper's number, which it is not; so the
@@ -16,12 +16,12 @@ per-game values and validation apply exactly as in a stage:
   that profile's run of the game (``paper_<env>`` runs MAGE on it) with the run's own
   method put in, so a GRPO run is compared with GRPO in the paper's setting and not
   with MAGE. The paper side's whole ``algorithm`` section is that method's preset for
-  the game (``preset_values``, pinned to METHOD.md by tests/unit/test_presets.py), and
+  the game (``preset_values``, pinned to docs/method.md by tests/unit/test_presets.py), and
   a population ablation's populations are its own: the profile's algorithm keys are
   MAGE's (its own run), and a params-file algorithm key never leaks into the paper
   side. Any other key the profile leaves unset keeps the params file's value on both
   sides and could never show as a difference, so every paper profile sets every key
-  of ``reference_keys`` (the settings METHOD.md section 10 gives; a test fails if one
+  of ``reference_keys`` (the settings docs/method.md section 10 gives; a test fails if one
   is missing), and the table marks the paper-side values that are only the params
   file's. Reference settings this project has no key for are listed apart
   (``NOT_EXPRESSIBLE``), under the tables.
@@ -58,7 +58,7 @@ TRAINING_ONLY = ("train.", "algorithm.reward_variant", "algorithm.advantage", "a
                  "algorithm.step_weight", "algorithm.anchor", "algorithm.grouping", "algorithm.group_scope",
                  "algorithm.group_size", "algorithm.gamma_step", "algorithm.gamma_traj",
                  "algorithm.episode_score", "algorithm.episode_baseline")
-#: The keys of the settings METHOD.md gives a value for (section 10, the reference
+#: The keys of the settings docs/method.md gives a value for (section 10, the reference
 #: scripts, and the method's own: early stop, task-seed groups, mean_norm), which
 #: every ``paper_<env>`` profile must set: left unset, a key keeps the
 #: params file's value on both sides of the comparison and a difference would not show.
@@ -89,7 +89,7 @@ GAME_REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Unexpressed:
-    """A reference setting (METHOD.md section 10) that no key of this project expresses."""
+    """A reference setting (docs/method.md section 10) that no key of this project expresses."""
 
     setting: str
     paper: str
@@ -385,7 +385,7 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
             table.append([f"`{key}`", paper_cell, *cells])
         parts.append(markdown_table(["setting", "paper profile", *(f"`{run}`" for run in runs)], table))
         if marked:
-            parts.append(f"{UNSET_MARK}: `{profile}` does not set this key (METHOD.md section 10 gives no value for it): "
+            parts.append(f"{UNSET_MARK}: `{profile}` does not set this key (docs/method.md section 10 gives no value for it): "
                          "the value is the params file's, not a paper setting.\n")
     if any(s.paper_profile is not None for s in settings.values()):
         parts.append("#### Paper settings no key here expresses\n")

@@ -400,13 +400,15 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                                      "log-probabilities for PPO, no weight sync); train with hf or vllm, or use a "
                                      "prompting preset (react, reflexion, a_mem, memento)"])
     if cfg.train.select_on == "exact_greedy":
+        from mage_core.envs.registry import GAMES, task
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs
 
-        if cfg.env.name != "kuhn_poker" or exact_greedy_specs(
-                cfg.population.entries("kuhn_poker"), cfg.opponents.settings(), 1, "same") is None:
-            raise ConfigError("params", ["train.select_on: exact_greedy needs env.name kuhn_poker and a population "
-                                         "of deterministic opponents (the exact sum runs over the deals only); "
-                                         "set train.select_on: sampled"])
+        exact = [g for g in GAMES if task(g).exact_values]
+        if cfg.env.name not in exact or exact_greedy_specs(
+                cfg.population.entries(cfg.env.name), cfg.opponents.settings(), 1, "same") is None:
+            raise ConfigError("params", [f"train.select_on: exact_greedy needs env.name {' or '.join(exact)} and a "
+                                         "population of deterministic opponents (the exact sum runs over the deals "
+                                         "only); set train.select_on: sampled"])
     from mage_core.stages.task_data import check_task_data
 
     check_task_data(cfg, "train")  # WebShop's catalogue: before anything is written
@@ -732,7 +734,9 @@ def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Gener
 
 
 def _status(metrics: dict[str, float], game: str, k: int) -> str:
-    unit = "chips" if game == "kuhn_poker" else "success"
+    from mage_core.envs.registry import task
+
+    unit = task(game).headline
     parts = []
     train_key = f"train/rollout/all/{unit}_ep"
     last = max((int(key.rsplit("ep", 1)[1]) for key in metrics if key.startswith(train_key)), default=None)

@@ -2,7 +2,7 @@
 
 The store is ``MLFLOW_TRACKING_URI`` if set, else the project's embedded
 ``mlflow.db`` (sqlite), the one every stage and flow logs to. One worker and no
-job execution: ready in seconds (STACK.md).
+job execution: ready in seconds (docs/stack.md, "MLflow").
 
 Where it opens: MLflow 3.17's UI starts in its "GenAI apps & agents" mode (a
 global switch kept in the browser; its experiment pages then show traces, of

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mage_core.config import load_config
+from mage_core.envs.registry import two_player_games
 from mage_core.opponents.population import Population
 
 
@@ -15,7 +16,7 @@ def run(params: str, overrides: Sequence[str] = ()) -> int:
     cfg = load_config(params, overrides)
     console = Console()
     console.print(f"[green]ok[/]: {params} is valid (seed {cfg.seed}, training game [bold]{cfg.env.name}[/])")
-    for game in ("tic_tac_toe", "kuhn_poker"):
+    for game in two_player_games():
         spec = getattr(cfg.population, game)
         title = f"{game} population: " + (spec if isinstance(spec, str) else "custom")
         table = Table(title=title, title_justify="left")

@@ -1,6 +1,6 @@
 """A plain JSON-lines metric log, one object per step.
 
-Keys follow ``<phase>/<group>/<name>`` (DESIGN.md style rule 8), identical to
+Keys follow ``<phase>/<group>/<name>`` (docs/architecture.md, style rule 8), identical to
 what MLflow will record, timings excepted: the log is a DVC-cached output of the
 train stage, and a wall-clock figure in it would change its hash on every run of
 the same seeded training. Every key under ``train/time/`` or ``eval/time/``

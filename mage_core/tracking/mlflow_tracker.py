@@ -1,8 +1,8 @@
 """MLflow, behind the project's ``MetricLogger`` protocol: the only mlflow import.
 
-DESIGN.md: a flow is a parent run and every executed stage is a child run, tagged
-with the DVC stage/experiment, the config digest, the git commit and the hashes of
-its outputs. Three choices follow from how the pipeline runs:
+docs/architecture.md, "Stages, DVC, Prefect and MLflow": a flow is a parent run
+and every executed stage is a child run, tagged with the DVC stage/experiment, the
+config digest, the git commit and the hashes of its outputs. Three choices follow from how the pipeline runs:
 
 - mlflow is imported inside functions, never at module import, so ``mage --help``
   (which must answer in well under a second) never pays for it;
@@ -136,7 +136,7 @@ def default_tracking_uri(project_dir: Path) -> str:
     """``$MLFLOW_TRACKING_URI`` if set, else an embedded sqlite store in the project.
 
     sqlite, not a folder store: MLflow 3.17 refuses ``./mlruns`` folder stores
-    unless ``MLFLOW_ALLOW_FILE_STORE=true`` (STACK.md).
+    unless ``MLFLOW_ALLOW_FILE_STORE=true`` (docs/stack.md, "MLflow").
     """
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
@@ -547,7 +547,8 @@ def saved_view_links(tracking_uri: str, experiment_name: str, host: str, port: i
 
 
 def run_tags(project_dir: Path, config_digest: str | None, dvc_stage: str | None) -> dict[str, str]:
-    """The lineage tags every run carries (DESIGN.md): code, config, data, experiment.
+    """The lineage tags every run carries (docs/commands.md, "MLflow: every stage execution
+    is a run"): code, config, data, experiment.
 
     ``git.dirty`` follows ``git describe --dirty``: modified tracked files count,
     untracked ones do not. ``dvc.out.<path>`` and ``dvc.dep.<path>`` come from dvc.lock:

@@ -1,6 +1,6 @@
 """A stage's tracking session: the JSONL log plus, when enabled, an MLflow run.
 
-Every stage execution is one MLflow run (DESIGN.md): run by hand it is a run of
+Every stage execution is one MLflow run (docs/architecture.md): run by hand it is a run of
 its own; run by a flow it is a child of the flow's run. The flow tells the
 stage through the environment:
 

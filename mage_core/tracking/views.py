@@ -29,7 +29,7 @@ import time
 import zlib
 from typing import Any, Iterable, Mapping
 
-from mage_core.evaluation.comparison import ADAPTATION, TABLE1, TABLE1_SUITE, table1_names
+from mage_core.evaluation.comparison import ADAPTATION, TABLE1, TABLE1_SUITE, scored_units, table1_names
 
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
 VIEW_URL_KEY = "viewStateShareKey"
@@ -65,7 +65,7 @@ def table1_view_state(env: str | None) -> dict[str, Any]:
     """The page state of the Table 1 view of ``env`` (None: every environment)."""
     names = table1_names(env)
     keys = [f"{TABLE1}/{TABLE1_SUITE}/{name}" for name in names]
-    units = ["success", "chips"] if env == "kuhn_poker" else ["success"] if env else ["success", "chips"]
+    units = ["success", *scored_units(env)]
     table_section, curve_section, more_section = "mage-table1", "mage-adaptation", "mage-table1-more"
     charts = [_chart(f"mage-bar-{name}", "BAR", table_section, f"Table 1: {LABELS[name]}", metricKey=key)
               for name, key in zip(names, keys)]

@@ -1,6 +1,6 @@
 """From finished meta-episodes to PPO samples with MAGE's advantages.
 
-Per meta-episode: step returns from the placed rewards (METHOD.md section 4).
+Per meta-episode: step returns from the placed rewards (docs/method.md section 4).
 Across the batch: GiGPO or GRPO advantages with explicit group keys, so that
 agent-specific normalization is a key, not an array layout (section 5).
 Each sample's own penalties (invalid action, length) are subtracted from its

@@ -1,7 +1,7 @@
 """The meta-RL training loop, written against the backend protocols.
 
 One iteration: draw groups of meta-episodes from the population (one
-opponent, seat and task seed per group: agent-specific normalization, METHOD.md
+opponent, seat and task seed per group: agent-specific normalization, docs/method.md
 section 5), roll them out in batches, turn them into samples with MAGE's
 returns and advantages, run PPO epochs over mini-batches, and sync the new
 weights into the generator. Evaluation runs on a fixed set; checkpoints carry
@@ -34,11 +34,11 @@ import torch
 from mage_core.backends.base import Generator, LossSettings, SamplingParams, TrainEngine
 from mage_core.config import Config
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
-from mage_core.envs.registry import is_single_agent
+from mage_core.envs.registry import is_single_agent, task
 from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.opponents.registry import OpponentSettings
-from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings, Response
+from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, attach_codec, build_meta_episodes, detach_codec
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.runner import (
@@ -48,6 +48,7 @@ from mage_core.rollout.runner import (
     seeded_generators,
 )
 from mage_core.trainers.batch import AdvantageSettings, build_samples
+from mage_core.trainers import strategy_probes
 from mage_core.trainers.data_parallel import Ranks
 
 
@@ -117,10 +118,10 @@ def meta_settings(cfg: Config, game: str, num_episodes: int, reflect: bool) -> M
 
 
 def reward_unit(cfg: Config, game: str) -> tuple[float, str]:
-    """Kuhn metrics read in chips per hand (METHOD.md section 8)."""
-    if game == "kuhn_poker":
-        return cfg.env.kuhn_poker.reward_per_chip, "chips"
-    return 1.0, "reward"
+    """Task reward per score unit, and that unit: Kuhn metrics read in chips per hand
+    (docs/method.md section 8), the others in reward."""
+    spec = task(game)
+    return spec.reward_scale(getattr(cfg.env, game)), spec.score_unit
 
 
 #: PPO step metrics that are token means over a rank's samples (combined over ranks by token count).
@@ -146,7 +147,7 @@ class MetaRLTrainer:
             episode_baseline=algo.episode_baseline)
         self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
         # Single-episode baselines are evaluated over K attempts without memory
-        # (METHOD.md section 9); meta-RL methods with their own K and memory.
+        # (docs/method.md section 9); meta-RL methods with their own K and memory.
         eval_k = max(algo.episodes_per_meta_episode, 3) if not algo.reflect else algo.episodes_per_meta_episode
         self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
         self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
@@ -203,7 +204,7 @@ class MetaRLTrainer:
 
     def update_league(self, iteration: int) -> dict[str, float]:
         """After ``iteration`` iterations, every ``train.league.every``: read the
-        policy's first hand (``first_hand_strategy``) and add to the league its exact
+        policy's first hand (``strategy_probes.first_hand_strategy``) and add to the league its exact
         best response in both seats (``league_exploiter_<iteration>``, pure) and/or
         the strategy itself (``league_past_<iteration>``, P(BET) to 1/1000); drop the
         oldest beyond ``max_members``; rebuild the training population. Returns
@@ -214,7 +215,7 @@ class MetaRLTrainer:
             return {}
         from mage_core.envs.kuhn_poker.analysis import best_response
 
-        strategy = self.first_hand_strategy()
+        strategy = strategy_probes.first_hand_strategy(self)
         value0, as_first = best_response([(1, strategy)], 0)
         value1, as_second = best_response([(1, strategy)], 1)
         if "exploiter" in league.add:
@@ -442,16 +443,17 @@ class MetaRLTrainer:
         """The fixed selection set of the training population (in-domain; base
         seed ``evaluation.selection_seed``, or ``seed``; WebShop: its ``select``
         split, ``evaluation.suites.selection_suite``), and for Kuhn Poker against
-        deterministic opponents the greedy policy's exact value (``evaluate_exact``:
-        ``chips_exact_ep{k}`` next to the sampled ``chips_ep{k}``) and the exact
-        exploitability of the policy's first hand (``first_hand_exploitability``)."""
+        deterministic opponents the greedy policy's exact value
+        (``strategy_probes.exact_greedy_values``: ``chips_exact_ep{k}`` next to the sampled
+        ``chips_ep{k}``) and the exact exploitability of the policy's first hand
+        (``strategy_probes.first_hand_exploitability``)."""
         suite = selection_suite(self.cfg)
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
                                self.cfg.evaluation.selection_seed if seed is None else seed)
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
-        return ({**{f"eval/{k}": v for k, v in summary.items()}, **self.evaluate_exact(),
-                 **self.first_hand_exploitability()}, metas)
+        return ({**{f"eval/{k}": v for k, v in summary.items()}, **strategy_probes.exact_greedy_values(self),
+                 **strategy_probes.first_hand_exploitability(self)}, metas)
 
     def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None) -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
@@ -466,127 +468,6 @@ class MetaRLTrainer:
                                   stop_token_ids=self.codec.stop_token_ids)
         return self.rollout(specs, self.eval_settings, sampling, torch.Generator().manual_seed(seed), env_settings)
 
-    def evaluate_exact(self, entries: Sequence[PopulationEntry] | None = None) -> dict[str, float]:
-        """Kuhn Poker against a population of deterministic opponents (default:
-        the training population): the exact chips per hand of the greedy policy,
-        every (opponent, seat) and deal sequence enumerated
-        (``mage_core.evaluation.kuhn_exact``), as ``eval/.../chips_exact_ep{k}``.
-        Empty for other games and for populations with a stochastic opponent.
-        Always in this process (the deals are fixed on the built meta-episodes).
-        Not for the memory baselines: their shared memory bank ties the enumerated
-        meta-episodes together, so the weighted sum would not be an exact value."""
-        if self.game != "kuhn_poker" or self.eval_settings.retrieval != "none":
-            return {}
-        from mage_core.evaluation.kuhn_exact import exact_greedy_specs, exact_values, fix_deals
-
-        k = self.eval_settings.num_episodes
-        entries = self.cfg.population.entries(self.game) if entries is None else entries  # type: ignore[assignment]
-        cases = exact_greedy_specs(entries, self.cfg.opponents.settings(), k, self.eval_settings.restart)
-        if cases is None:
-            return {}
-        metas = self.build([spec for spec, _, _ in cases], self.eval_settings)
-        fix_deals(metas, [deals for _, deals, _ in cases])
-        greedy = SamplingParams(temperature=0.0, max_new_tokens=self.cfg.policy.max_new_tokens,
-                                stop_token_ids=self.codec.stop_token_ids)
-        seeds = meta_episode_seeds(torch.Generator().manual_seed(0), len(metas))  # greedy: never drawn
-        metas = self.play(metas, self.actor(greedy), seeds)
-        values = exact_values(metas, [p for _, _, p in cases], k, reward_unit(self.cfg, self.game)[0])
-        return {f"eval/{key}": v for key, v in values.items()}
-
-
-    def first_hand_bets(self, cases: Sequence[tuple[str, int, tuple[int, int], bool]]) -> list[float]:
-        """Kuhn Poker: the policy's probability of BET at one decision of the FIRST
-        hand per case (opponent, agent seat, deal, agent passed first): the deal is
-        fixed, the agent passes first where asked, and the opponent plays its own
-        (deterministic, for the cases to reach their infoset) move. Read from the
-        candidate scores at the evaluation temperature: no sampling noise. The first
-        hand has no history, so this is the policy before it has met anyone."""
-        from mage_core.envs.kuhn_poker.rules import BET, MOVE_NAMES, PASS
-        from mage_core.evaluation.kuhn_exact import fix_deals
-
-        specs = [MetaEpisodeSpec("kuhn_poker", opponent, seat, 0, i) for i, (opponent, seat, _, _) in enumerate(cases)]
-        metas = self.build(specs, self.eval_settings)
-        fix_deals(metas, [[deal] for _, _, deal, _ in cases])
-        requests = []
-        for meta, (_, _, _, passed) in zip(metas, cases):
-            request = meta.request()
-            if passed:  # the agent's PASS; the opponent answers before the next request
-                texts = request.candidate_texts or []
-                meta.apply(request, Response(MOVE_NAMES[PASS], 0.0, choice=texts.index(MOVE_NAMES[PASS])))
-                request = meta.request()
-            requests.append(request)
-        scores = self.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
-        temperature = self.cfg.evaluation.temperature
-        out = []
-        for request, per_candidate in zip(requests, scores):
-            totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
-            probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
-                     else torch.softmax(totals / temperature, dim=0))
-            out.append(sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
-                           if action == MOVE_NAMES[BET]))  # candidates are the legal actions, canonical
-        return out
-
-    def opening_bets(self, entries: Sequence[PopulationEntry]) -> dict[str, float]:
-        """Kuhn Poker with the agent first to act: the policy's probability of
-        betting its first decision of the FIRST hand with each card, averaged over
-        the suite's opponents it meets in that seat (``all/opening_bet_{J,Q,K}_ep1``).
-
-        Against the exploration pair (preset ``probe``) the Bayes-optimal agent
-        bets every card there (the answer to a bet is what tells the two apart)
-        while "play fixed, then respond" never bets J or Q (``analysis``).
-        Constrained actions only (empty otherwise, and for suites where the agent
-        never opens)."""
-        if self.game != "kuhn_poker" or self.cfg.policy.action_mode != "constrained":
-            return {}
-        from mage_core.envs.kuhn_poker.rules import CARD_LETTERS, DEALS
-
-        pairs = [(name, p) for (name, seat), p in sorted(Population(list(entries)).probabilities().items())
-                 if seat == 0 and p > 0]
-        if not pairs:
-            return {}
-        deals = [next(d for d in DEALS if d[0] == card) for card in range(3)]
-        bets = self.first_hand_bets([(name, 0, deal, False) for name, _ in pairs for deal in deals])
-        total = sum(p for _, p in pairs)
-        out = {f"all/opening_bet_{CARD_LETTERS[card]}_ep1": 0.0 for card in range(3)}
-        for i, bet in enumerate(bets):
-            out[f"all/opening_bet_{CARD_LETTERS[i % 3]}_ep1"] += pairs[i // 3][1] / total * bet
-        return out
-
-    def first_hand_strategy(self) -> Any:
-        """Kuhn Poker: the policy's first hand as a behaviour strategy (P(BET) at each
-        of the 12 information sets, ``first_hand_bets``), or None when it cannot be
-        read (another game, free-text actions). Each infoset is reached with a
-        built-in deterministic opponent: ``aggressive`` bets every card (the agent's
-        answers to a bet), ``conservative`` checks J and Q (its turn after a check)."""
-        if self.game != "kuhn_poker" or self.cfg.policy.action_mode != "constrained":
-            return None
-        from mage_core.envs.kuhn_poker.rules import CARD_LETTERS
-        from mage_core.opponents.kuhn import BehaviourStrategy
-
-        cases, keys = [], []
-        for card in range(3):
-            other = 0 if card != 0 else 1  # the opponent holds J, or Q when the agent has J
-            cases += [("aggressive", 0, (card, other), False), ("aggressive", 0, (card, other), True),
-                      ("conservative", 1, (other, card), False), ("aggressive", 1, (other, card), False)]
-            letter = CARD_LETTERS[card]
-            keys += [letter, f"{letter}pb", f"{letter}p", f"{letter}b"]
-        bets = self.first_hand_bets(cases)
-        return BehaviourStrategy("policy (first hand)", dict(zip(keys, bets)))
-
-    def first_hand_exploitability(self) -> dict[str, float]:
-        """``eval/first_hand/exploitability``: what a best responder wins per hand,
-        seats averaged, from the policy's first-hand strategy (exact for that
-        strategy, ``analysis.exploitability``; 0 at a Nash equilibrium, whose value
-        to the first player is -1/18), and ``eval/first_hand/p_bet_<infoset>``."""
-        strategy = self.first_hand_strategy()
-        if strategy is None:
-            return {}
-        from mage_core.envs.kuhn_poker.analysis import exploitability
-
-        out = {"eval/first_hand/exploitability": float(exploitability(strategy))}
-        out.update({f"eval/first_hand/p_bet_{key}": float(p) for key, p in strategy.p_bet.items()})
-        return out
-
 
 def selection_score(metrics: dict[str, float], game: str, num_episodes: int, select_on: str) -> float:
     """The figure that picks the best policy (``train.select_on``)."""
@@ -597,5 +478,5 @@ def selection_score(metrics: dict[str, float], game: str, num_episodes: int, sel
 
 def headline(metrics: dict[str, float], game: str, num_episodes: int, prefix: str = "eval") -> float:
     """The number a run is judged by: final-episode chips (Kuhn) or success."""
-    key = "chips" if game == "kuhn_poker" else "success"
+    key = task(game).headline
     return metrics[f"{prefix}/all/{key}_ep{num_episodes}"]

@@ -1,4 +1,4 @@
-"""Named methods: the paper's baselines and ablations (METHOD.md section 9).
+"""Named methods: the paper's baselines and ablations (docs/method.md section 9).
 
 A preset fills the ``algorithm`` keys a params file leaves unset; keys given
 explicitly win. A few values depend on the game (``GAME_VALUES``: gamma_traj
@@ -6,14 +6,14 @@ explicitly win. A few values depend on the game (``GAME_VALUES``: gamma_traj
 resolves a preset for ``env.name``. Population ablations also name the
 population presets they train against (applied unless params.yaml names a
 population itself). ``tests/unit/test_presets.py`` pins every preset to
-METHOD.md.
+docs/method.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: The MAGE recipe (METHOD.md sections 1-5).
+#: The MAGE recipe (docs/method.md sections 1-5).
 _MAGE: dict[str, Any] = {
     "episodes_per_meta_episode": 3,
     "reflect": True,
@@ -33,7 +33,7 @@ _MAGE: dict[str, Any] = {
     "retrieve_k": 3,
 }
 #: Single-episode RL baselines: one episode per sample, groups of 24 so that a
-#: step sees as many trajectories as MAGE's 8 x 3 (METHOD.md section 6); they
+#: step sees as many trajectories as MAGE's 8 x 3 (docs/method.md section 6); they
 #: are evaluated over K independent attempts without reflection.
 _SINGLE = {**_MAGE, "episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "single_episode",
            "group_size": 24}
@@ -41,7 +41,7 @@ _SINGLE = {**_MAGE, "episodes_per_meta_episode": 1, "reflect": False, "reward_va
 #: LaMer (Jiang et al. 2025, arXiv 2512.16848), the paper's meta-RL baseline: MAGE's
 #: meta-episodes and step return with LaMer's cumulative reward ("Cumulative Return
 #: (LAMER-style): Uses absolute performance, [R_k], with cross-episode propagation",
-#: MAGE paper section 4.4.1; METHOD.md section 4) and without MAGE's agent-specific
+#: MAGE paper section 4.4.1; docs/method.md section 4) and without MAGE's agent-specific
 #: normalization, i.e. groups (and GiGPO anchor clusters) that mix opponents. The
 #: paper credits that normalization to MAGE alone: "We further introduce an
 #: agent-specific advantage normalization technique to handle divergent reward
@@ -56,7 +56,7 @@ _SINGLE = {**_MAGE, "episodes_per_meta_episode": 1, "reflect": False, "reward_va
 #: the trials of one task, blind to who the opponent is. The paper says nothing else
 #: about how LaMer was trained, so every other key is MAGE's (advantage, anchor, group
 #: size, discounts). ``ablation_cumulative`` keeps MAGE's grouping instead: it isolates
-#: the reward design (METHOD.md section 9).
+#: the reward design (docs/method.md section 9).
 _LAMER: dict[str, Any] = {**_MAGE, "reward_variant": "cumulative", "grouping": "non_stationary"}
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -74,7 +74,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mage_final_return": {**_MAGE, "reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "episode_norm": "mean_norm",
                           "group_scope": "batch"},
-    # The prompting and memory baselines of Table 1 (METHOD.md section 9): no weight
+    # The prompting and memory baselines of Table 1 (docs/method.md section 9): no weight
     # updates, evaluated with the same suites and K. ReAct acts in each attempt
     # afresh (evaluated, as the single-episode methods, over K attempts without
     # memory); Reflexion, A-MEM and Memento remember across MAGE's K episodes.
@@ -82,7 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "reflexion": {**_MAGE, "agent": "reflexion"},
     "a_mem": {**_MAGE, "agent": "a_mem"},
     "memento": {**_MAGE, "agent": "memento"},
-    # Ablations of METHOD.md section 9 (one change to MAGE each).
+    # Ablations of docs/method.md section 9 (one change to MAGE each).
     "ablation_cumulative": {**_MAGE, "reward_variant": "cumulative"},
     "ablation_single_episode_reward": {**_MAGE, "reward_variant": "single_episode"},
     "ablation_non_stationary_grouping": {**_MAGE, "grouping": "non_stationary"},
@@ -101,7 +101,7 @@ PRESET_POPULATIONS: dict[str, dict[str, str]] = {
 #: Presets whose model is never updated (``algorithm.agent`` other than ``trained``).
 PROMPTING = ("react", "reflexion", "a_mem", "memento")
 
-#: Per-game values of every preset (METHOD.md section 4: gamma_traj 0.6, Sokoban 0.9,
+#: Per-game values of every preset (docs/method.md section 4: gamma_traj 0.6, Sokoban 0.9,
 #: as in MAGE's Sokoban training script). Explicit ``algorithm`` keys still win.
 GAME_VALUES: dict[str, dict[str, Any]] = {
     "sokoban": {"gamma_traj": 0.9},

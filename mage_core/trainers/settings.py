@@ -39,7 +39,7 @@ class ModelConfig(Strict):
 
 
 class PolicyConfig(Strict):
-    """How the model acts and what it remembers (METHOD.md section 2)."""
+    """How the model acts and what it remembers (docs/method.md section 2)."""
 
     action_mode: Literal["constrained", "free"] = "constrained"
     prompt_style: Literal["compact", "paper"] = "compact"
@@ -63,7 +63,7 @@ class PolicyConfig(Strict):
 
 
 class RolloutConfig(Strict):
-    """Meta-episodes (METHOD.md section 1), and where they are played: in the
+    """Meta-episodes (docs/method.md section 1), and where they are played: in the
     stage's process (``workers: 0``) or on ``workers`` Ray actors, each with its
     own copy of the policy (``mage_core.backends.ray_rollout``); the results are
     the same either way (every meta-episode samples from its own seeded
@@ -104,7 +104,7 @@ class AlgorithmConfig(Strict):
     episode_score: Literal["episode_reward", "return"]
     episode_baseline: Literal["group", "group_and_episode", "group_episode_turn"]
     #: ``trained``: the policy is trained (every RL method). The prompting and memory
-    #: baselines (METHOD.md section 9) are evaluation-only agents around the fixed
+    #: baselines (docs/method.md section 9) are evaluation-only agents around the fixed
     #: model: ``react`` (no memory), ``reflexion`` (reflections on failed attempts),
     #: ``a_mem`` (linked notes retrieved by similarity), ``memento`` (past cases
     #: retrieved by similarity); docs/baselines.md.
@@ -152,7 +152,7 @@ class LeagueConfig(Strict):
 
 
 class TrainConfig(Strict):
-    """The PPO loop (METHOD.md section 6), sized for the CPU default."""
+    """The PPO loop (docs/method.md section 6), sized for the CPU default."""
 
     iterations: PositiveInt = 200
     groups_per_iteration: PositiveInt = 64
@@ -211,7 +211,7 @@ class OpenAIEndpointConfig(Strict):
 
 
 class BackendConfig(Strict):
-    """Where rollouts and updates run (DESIGN.md "Backends behind Protocols"). The
+    """Where rollouts and updates run (docs/architecture.md, "Backends behind protocols"). The
     CPU default: HF generation and the plain torch engine. The GPU backends:
     vLLM rollouts (``pip install -e '.[gpu]'``; on a CPU only its test build,
     ``make vllm-env``) and DeepSpeed ZeRO training (stages 0-2; the
@@ -253,7 +253,7 @@ class BackendConfig(Strict):
 
 
 class EvaluationConfig(Strict):
-    """Fixed evaluation sets: the same meta-episodes every time (METHOD.md section 8).
+    """Fixed evaluation sets: the same meta-episodes every time (docs/method.md section 8).
 
     Two sets of task seeds that never meet: ``selection_seed`` makes the set that
     training-time evaluation plays to pick ``best/``; ``seed`` makes the report

@@ -24,7 +24,9 @@ import pytest
 from mage_core.envs.base import Outcome
 from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import BET, DEALS, MOVE_NAMES, PASS, KuhnState
-from mage_core.envs.sokoban import SokobanEnv, SokobanLevel, SokobanSettings, generate_level
+from mage_core.envs.sokoban.env import SokobanEnv, SokobanSettings
+from mage_core.envs.sokoban.generate import generate_level
+from mage_core.envs.sokoban.level import SokobanLevel
 from mage_core.envs.sokoban.level import move_state
 from mage_core.envs.tic_tac_toe.env import TicTacToeEnv, TicTacToeSettings
 from mage_core.envs.tic_tac_toe.rules import TicTacToeState, initial_state

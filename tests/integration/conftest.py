@@ -1,5 +1,5 @@
 """Fixtures shared by the flow tests: one real Prefect server for the whole session of each
-process that runs tests (its test harness takes 8-10 s to enter: STACK.md). Under xdist that
+process that runs tests (its test harness takes 8-10 s to enter: docs/stack.md, "Prefect"). Under xdist that
 is one server per worker that runs a flow test: its own sqlite database in a temporary folder,
 a port the OS hands out, and its own PREFECT_HOME (tests/conftest.py)."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mage_core.trainers import strategy_probes
 from mage_core.backends.base import SamplingParams
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker.analysis import exploitability
@@ -34,11 +35,11 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> MetaRLTrainer:
 
 
 def test_first_hand_strategy_is_what_the_rollout_samples_from(trainer: MetaRLTrainer) -> None:
-    strategy = trainer.first_hand_strategy()
+    strategy = strategy_probes.first_hand_strategy(trainer)
     assert sorted(strategy.p_bet) == sorted(["J", "Q", "K", "Jpb", "Qpb", "Kpb", "Jp", "Qp", "Kp", "Jb", "Qb", "Kb"])
     assert all(0 < float(p) < 1 for p in strategy.p_bet.values())  # an untrained policy, temperature 1
     # The opening bets of a suite where the agent opens are the same numbers.
-    opening = trainer.opening_bets(parse_config({"population": {"kuhn_poker": "probe"}}).population.entries(
+    opening = strategy_probes.opening_bets(trainer, parse_config({"population": {"kuhn_poker": "probe"}}).population.entries(
         "kuhn_poker"))
     assert [opening[f"all/opening_bet_{c}_ep1"] for c in "JQK"] == pytest.approx(
         [float(strategy.p_bet[c]) for c in "JQK"], abs=1e-12)
@@ -63,8 +64,8 @@ def test_first_hand_strategy_is_what_the_rollout_samples_from(trainer: MetaRLTra
 
 
 def test_first_hand_exploitability_is_exact_for_the_read_strategy(trainer: MetaRLTrainer) -> None:
-    metrics = trainer.first_hand_exploitability()
-    strategy = trainer.first_hand_strategy()
+    metrics = strategy_probes.first_hand_exploitability(trainer)
+    strategy = strategy_probes.first_hand_strategy(trainer)
     assert metrics["eval/first_hand/exploitability"] == float(exploitability(strategy))
     assert metrics["eval/first_hand/exploitability"] > 0  # an untrained policy is no equilibrium
     assert metrics["eval/first_hand/p_bet_Kb"] == float(strategy.p_bet["Kb"])

@@ -6,7 +6,7 @@ to read. The CPU default (params.yaml, ``algorithm.preset: mage``, fresh deals,
 the paper's population) trains for 500 iterations (~4 minutes on one core),
 keeps the policy with the best exact greedy value, and is then judged on a
 report set it was not selected on: its final hand must beat the best
-non-adaptive strategy, 1/8 chips per hand (METHOD.md section 11), with the
+non-adaptive strategy, 1/8 chips per hand (docs/method.md section 11), with the
 whole 95% interval, and beat its own first hand.
 """
 

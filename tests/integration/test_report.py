@@ -77,7 +77,7 @@ def test_every_file_is_written_and_linked_from_report_md(outputs: dict[str, Any]
 
 
 def test_kuhn_runs_sit_next_to_their_suites_exact_ceilings(outputs: dict[str, Any]) -> None:
-    """The paper population, K=3, fresh deals (METHOD.md section 11): best fixed 1/8,
+    """The paper population, K=3, fresh deals (docs/method.md section 11): best fixed 1/8,
     Bayes-optimal 257/1080, opponent known 11/40; play fixed then respond 509/2160
     (issue 15). Against CFR alone every ceiling is CFR's best-response value."""
     kuhn = eval_metrics(outputs, "kuhn_poker-mage")
@@ -162,7 +162,7 @@ def test_per_opponent_lists_every_suite_opponent_and_seat(outputs: dict[str, Any
     population = next(line for line in cfr.splitlines() if line.startswith("| all | all |"))
     assert population.endswith(f"| {kuhn['eval/ood_cfr/all/ceiling_known']:+.3f} | — |")
     assert "below 0.01 chips per hand" in text
-    # Tic-Tac-Toe shows its draws: vs MCTS-1000 the draw rate is the figure to read (METHOD.md section 8).
+    # Tic-Tac-Toe shows its draws: vs MCTS-1000 the draw rate is the figure to read (docs/method.md section 8).
     ttt = eval_metrics(outputs, "tic_tac_toe-mage")
     section = text.split("### suite `ood_mcts_1000`")[1]
     header, _, population = section.strip().splitlines()[:3]

@@ -1,4 +1,4 @@
-"""GRPO and GiGPO advantages and their keys against hand-computed values (METHOD.md section 5)."""
+"""GRPO and GiGPO advantages and their keys against hand-computed values (docs/method.md section 5)."""
 
 from __future__ import annotations
 

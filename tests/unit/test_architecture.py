@@ -1,4 +1,4 @@
-"""The import arrows of DESIGN.md, checked by walking every module's imports.
+"""The import rules of docs/architecture.md, checked by walking every module's imports.
 
 - game rules and opponents know nothing of language models (no torch/transformers);
 - only mage_core/backends imports vllm, deepspeed or ray;
@@ -59,3 +59,45 @@ def test_import_arrows(folder: str, forbidden: set[str], exempt: str | None) -> 
         if bad:
             offenders.append(f"{rel}: {sorted(bad)}")
     assert not offenders, "forbidden imports:\n" + "\n".join(offenders)
+
+
+# ---- game knowledge stays in mage_core/envs/ (docs/architecture.md, "Tasks") ----
+
+def game_name_comparisons(path: Path, games: set[str]) -> list[str]:
+    """``line: source`` of every comparison (``==``, ``!=``, ``in``, ``not in``) with a
+    task's name as a literal operand, alone or inside a tuple, list or set literal."""
+
+    def names_a_game(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in games
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_game(element) for element in node.elts)
+        return False
+
+    source = path.read_text(encoding="utf-8")
+    found = []
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.Compare) and any(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops):
+            if any(names_a_game(operand) for operand in [node.left, *node.comparators]):
+                found.append(f"{node.lineno}: {ast.get_source_segment(source, node)}")
+    return found
+
+
+def test_the_comparison_finder_sees_every_form(tmp_path: Path) -> None:
+    probe = tmp_path / "m.py"
+    probe.write_text('a = env == "kuhn_poker"\nb = g in ("webshop", "x")\nc = "sokoban" != g\n'
+                     'd = [g for g in xs if g not in {"alfworld"}]\ne = g == "kuhn"\nf = name == "random"\n')
+    assert [line.split(":")[0] for line in game_name_comparisons(
+        probe, {"kuhn_poker", "webshop", "sokoban", "alfworld"})] == ["1", "2", "3", "4"]
+
+
+def test_no_code_outside_envs_branches_on_a_game_name() -> None:
+    # Code outside mage_core/envs/ asks the task (mage_core.envs.registry.task) what it is;
+    # a comparison against a name is the `if game == ...` a new environment would have to find.
+    from mage_core.envs.registry import GAMES
+
+    offenders = [f"{path.relative_to(PACKAGE)}:{hit}" for path in sorted(PACKAGE.rglob("*.py"))
+                 if path.relative_to(PACKAGE).parts[0] != "envs"
+                 for hit in game_name_comparisons(path, set(GAMES))]
+    assert offenders == [], "compare against the task's declared fields instead:\n" + "\n".join(offenders)

@@ -1,4 +1,4 @@
-"""Exact Kuhn Poker analysis and CFR (METHOD.md sections 7, 8 and 11).
+"""Exact Kuhn Poker analysis and CFR (docs/method.md sections 7, 8 and 11).
 
 The reference values of section 11 are asserted as exact fractions; the solvers
 are cross-checked by brute force over all 64 pure strategies of a seat.
@@ -298,7 +298,7 @@ def test_cfr_average_strategy_is_near_equilibrium():
 def test_cfr_argmax_is_the_exploitable_reference_opponent():
     argmax = cfr.cfr_argmax_strategy(1000)
     assert argmax.name == "cfr_argmax" and argmax.is_deterministic
-    assert argmax.seat_table(1) == CONS.seat_table(1)  # METHOD.md section 7
+    assert argmax.seat_table(1) == CONS.seat_table(1)  # docs/method.md section 7
     assert exploitability(argmax) == F(1, 6)
 
 

@@ -1,4 +1,4 @@
-"""`mage kuhn analyze` numbers for configured populations (METHOD.md section 11)."""
+"""`mage kuhn analyze` numbers for configured populations (docs/method.md section 11)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_uniform_population_ceilings() -> None:
 
 def test_fixed_seat_population_uses_that_seat_only() -> None:
     # Against conservative alone, as the second player: the best response earns 1/3
-    # whether or not the agent knows the opponent (METHOD.md section 11).
+    # whether or not the agent knows the opponent (docs/method.md section 11).
     rows = population_ceilings(
         population_mixes([PopulationEntry("conservative", 1.0, "second")], OpponentSettings()), 0)
     assert [r["seat"] for r in rows] == ["second", "all (weighted)"]

@@ -12,13 +12,12 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-import torch
 
+from mage_core.trainers import strategy_probes
 from mage_core.backends.base import Generation
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker import analysis
 from mage_core.evaluation.kuhn_exact import exact_greedy_specs
-from mage_core.opponents.kuhn import BehaviourStrategy
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
 from mage_core.policy.tokenizer import build_tokenizer
@@ -76,7 +75,7 @@ def test_exact_value_of_fixed_policies_equals_the_analysis(restart: str, bet_wit
     from mage_core.envs.kuhn_poker.rules import ALL_INFOSETS
 
     trainer = trainer_for(restart, bet_with)
-    metrics = trainer.evaluate_exact()
+    metrics = strategy_probes.exact_greedy_values(trainer)
     agent = {key: int(key[0] in bet_with) for key in ALL_INFOSETS}  # the rule as a P(BET) table
     expected = float(population_value(trainer.cfg, agent))
     for k in (1, 2, 3):

@@ -1,4 +1,4 @@
-"""Kuhn Poker rules, agent env and behaviour-strategy opponents (METHOD.md 2, 3, 7, 11)."""
+"""Kuhn Poker rules, agent env and behaviour-strategy opponents (docs/method.md sections 2, 3, 7, 11)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_payoffs_agree_with_openspiel():
 
 
 def rule_from_method(name: str, card: int, facing_bet: bool) -> int:
-    """METHOD.md section 7 in words, independently of the tables in kuhn.py."""
+    """docs/method.md section 7 in words, independently of the tables in kuhn.py."""
     if name == "conservative":
         return B if card == K else P
     if name == "aggressive":

@@ -1,4 +1,4 @@
-"""PPO losses against hand-computed numbers (METHOD.md section 6)."""
+"""PPO losses against hand-computed numbers (docs/method.md section 6)."""
 
 from __future__ import annotations
 

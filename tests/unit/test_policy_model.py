@@ -1,4 +1,4 @@
-"""The embedded policy: word-level tokenizer and tiny Qwen3 (DESIGN.md "The embedded default")."""
+"""The embedded policy: word-level tokenizer and tiny Qwen3 (docs/architecture.md, "The embedded default")."""
 
 from __future__ import annotations
 

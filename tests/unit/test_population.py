@@ -18,7 +18,7 @@ def test_balanced_is_half_mcts_half_patterns_and_random() -> None:
     assert probs[("mcts-100", 0)] == pytest.approx(0.25)
     assert probs[("mcts-100", 1)] == pytest.approx(0.25)
     weak = {name for name, _ in probs} - {"mcts-100"}
-    assert len(weak) == 7 and "random" in weak  # six patterns + random (METHOD.md section 7)
+    assert len(weak) == 7 and "random" in weak  # six patterns + random (docs/method.md section 7)
     assert sum(p for (name, _), p in probs.items() if name != "mcts-100") == pytest.approx(0.5)
 
 

@@ -1,6 +1,6 @@
-"""Method presets and the paper profiles pinned to METHOD.md (issue 12, "Presets pinned").
+"""Method presets and the paper profiles pinned to docs/method.md (issue 12, "Presets pinned").
 
-The expected values are written out by hand from METHOD.md (sections 4-6, 9, 10)
+The expected values are written out by hand from docs/method.md (sections 4-6, 9, 10)
 and the MAGE paper, never read from ``mage_core.trainers.presets``: a preset that
 drifts from the method fails here, and a new preset must be added to the table.
 """
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 GAMES = ("tic_tac_toe", "kuhn_poker", "sokoban")
 
-#: MAGE (METHOD.md sections 1, 4, 5, 6): K = 3 with reflect turns, differential returns,
+#: MAGE (docs/method.md sections 1, 4, 5, 6): K = 3 with reflect turns, differential returns,
 #: GiGPO (mean_norm, step weight 1, global anchor), agent-specific (stationary) groups of 8
 #: meta-episodes sharing a task seed, gamma_step 0.95, gamma_traj 0.6.
 MAGE = {
@@ -30,9 +30,9 @@ MAGE = {
     "group_scope": "task", "group_size": 8, "gamma_step": 0.95, "gamma_traj": 0.6,
     "episode_score": "episode_reward", "episode_baseline": "group", "agent": "trained", "retrieve_k": 3,
 }
-#: Single-episode baselines (METHOD.md section 6): one episode per sample, groups of 24.
+#: Single-episode baselines (docs/method.md section 6): one episode per sample, groups of 24.
 SINGLE = {"episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "single_episode", "group_size": 24}
-#: Every preset as its differences from MAGE (METHOD.md section 9).
+#: Every preset as its differences from MAGE (docs/method.md section 9).
 DIFF_FROM_MAGE: dict[str, dict[str, object]] = {
     "mage": {},
     # LaMer: cumulative return and groups that mix opponents (MAGE paper sections 1, 2, 4.2, 4.4).
@@ -42,7 +42,7 @@ DIFF_FROM_MAGE: dict[str, dict[str, object]] = {
     # Beyond the paper (issue 12), named apart: final-episode return, batch-wide baselines.
     "mage_final_return": {"reward_variant": "final", "step_weight": 0.0, "episode_score": "return",
                           "episode_baseline": "group_episode_turn", "group_scope": "batch"},
-    # The prompting and memory baselines (METHOD.md section 9): never trained. ReAct keeps no
+    # The prompting and memory baselines (docs/method.md section 9): never trained. ReAct keeps no
     # memory (single attempts, evaluated over K as the single-episode methods); the others
     # remember across MAGE's K episodes.
     "react": {**SINGLE, "agent": "react"},
@@ -64,12 +64,12 @@ BEYOND_PAPER = {"mage_final_return": {"group_scope", "reward_variant", "step_wei
 def expected(preset: str, game: str) -> dict[str, object]:
     values = {**MAGE, **DIFF_FROM_MAGE[preset]}
     if game == "sokoban":
-        values["gamma_traj"] = 0.9  # METHOD.md section 4, MAGE's Sokoban script
+        values["gamma_traj"] = 0.9  # docs/method.md section 4, MAGE's Sokoban script
     return values
 
 
 def test_every_preset_is_pinned() -> None:
-    assert set(PRESETS) == set(DIFF_FROM_MAGE), "pin a new preset in DIFF_FROM_MAGE (METHOD.md section 9)"
+    assert set(PRESETS) == set(DIFF_FROM_MAGE), "pin a new preset in DIFF_FROM_MAGE (docs/method.md section 9)"
 
 
 @pytest.mark.parametrize("game", GAMES)
@@ -79,7 +79,7 @@ def test_preset_resolves_to_method_values_for_the_game(preset: str, game: str) -
     resolved = algorithm.model_dump(exclude={"preset"})
     assert resolved == expected(preset, game)
     assert preset_values(preset, game) == expected(preset, game)
-    # The METHOD.md invariants, stated once more on their own.
+    # The docs/method.md invariants, stated once more on their own.
     assert (resolved["gamma_step"], resolved["gamma_traj"]) == (0.95, 0.9 if game == "sokoban" else 0.6)
     assert resolved["group_size"] == (24 if resolved["episodes_per_meta_episode"] == 1 else 8)
     assert resolved["episode_norm"] == "mean_norm"
@@ -123,11 +123,11 @@ def test_paper_profile_runs_use_the_paper_settings(profile: str) -> None:
         assert (a.gamma_step, a.gamma_traj) == (0.95, 0.9 if game == "sokoban" else 0.6)
         assert a.group_size == (24 if a.episodes_per_meta_episode == 1 else 8)
         assert (a.episode_norm, a.group_scope) == ("mean_norm", "task")
-        # KL loss 0.1 low_var_kl on the games, off on Sokoban, ALFWorld, WebShop (METHOD.md sections 6 and 10).
+        # KL loss 0.1 low_var_kl on the games, off on Sokoban, ALFWorld, WebShop (docs/method.md sections 6 and 10).
         kl_off = game in ("sokoban", "alfworld", "webshop")
         assert (cfg.train.kl_coef, cfg.train.kl_estimator) == (0.0 if kl_off else 0.1, "low_var_kl")
-        # response budgets of METHOD.md section 10
+        # response budgets of docs/method.md section 10
         budget = {"tic_tac_toe": 3072, "kuhn_poker": 4096, "sokoban": 4096, "alfworld": 1024, "webshop": 1024}[game]
         assert getattr(cfg.env, game).max_response_tokens == budget
-        assert cfg.rollout.early_stop is True  # METHOD.md section 1: on, as in the paper's protocol
+        assert cfg.rollout.early_stop is True  # docs/method.md section 1: on, as in the paper's protocol
         assert a.model_dump(exclude={"preset"}) == expected(a.preset, game)

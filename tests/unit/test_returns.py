@@ -1,5 +1,5 @@
 """Reward placing and step returns of one meta-episode against hand-computed values
-(METHOD.md sections 3-4)."""
+(docs/method.md sections 3-4)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def layout(*episodes: list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def test_method_reference_check_differential() -> None:
-    # METHOD.md section 4: lose -10 in 3 moves, reflect, draw in 4, reflect, win +10 in 3.
+    # docs/method.md section 4: lose -10 in 3 moves, reflect, draw in 4, reflect, win +10 in 3.
     rewards, episode, is_play = layout([0, 0, -10], [0, 0, 0, 0], [0, 0, 10])
     ret = meta_episode_returns("differential", rewards, episode, is_play, 0.95, 0.6)
     expected = [-1.868, -1.967, -2.070, 13.216, 13.216, 13.912, 14.644, 15.415, 9.025, 9.025, 9.5, 10.0]
@@ -255,7 +255,7 @@ def test_batch_returns_equal_the_per_meta_episode_returns(variant: str) -> None:
 
 
 def test_batch_returns_reproduce_the_method_reference_check_and_reject_bad_rows() -> None:
-    # METHOD.md section 4's reference case (lose in 3, reflect, draw in 4, reflect, win in 3), padded.
+    # docs/method.md section 4's reference case (lose in 3, reflect, draw in 4, reflect, win in 3), padded.
     from mage_core.algos.returns import batch_returns
 
     rewards = np.array([[0, 0, -10, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0]], dtype=float)
@@ -275,7 +275,7 @@ def test_batch_returns_reproduce_the_method_reference_check_and_reject_bad_rows(
 
 
 def test_final_variant_gives_every_step_the_last_episodes_reward_undiscounted() -> None:
-    # METHOD.md section 4's reference meta-episode (R = -10, 0, +10): every step's
+    # docs/method.md section 4's reference meta-episode (R = -10, 0, +10): every step's
     # return is R_2 = 10, whatever the gammas; an early stop after episode 1 gives R_1.
     from mage_core.algos.returns import batch_returns
 

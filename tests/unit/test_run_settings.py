@@ -90,7 +90,7 @@ def test_keys_of_one_side_only_count_as_differences() -> None:
     assert found["population.tic_tac_toe"] == ("fixed_mcts", None)
     assert found["evaluation.ood.tic_tac_toe"] == ({"mcts_1000": "held_out"}, None)
     assert found["evaluation.ood.sokoban"] == (None, {"one_box": {"num_boxes": 1}, "three_boxes": {"num_boxes": 3}})
-    # Sokoban's preset value (METHOD.md section 4) against the games' 0.6.
+    # Sokoban's preset value (docs/method.md section 4) against the games' 0.6.
     assert found["algorithm.gamma_traj"] == (0.6, 0.9)
     assert len(found) == len(differences(run, paper))  # one entry per key
     assert "evaluation.ood.kuhn_poker" not in compared_values(run)  # other games' suites are not compared
@@ -171,7 +171,7 @@ def test_an_evaluation_only_baseline_shows_no_training_budget_and_its_training_k
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The paper's reference settings (METHOD.md section 10, the reference scripts), written out by
+#: The paper's reference settings (docs/method.md section 10, the reference scripts), written out by
 #: hand per game: every paper profile must set each of these keys to this value. Shared by all:
 #: Qwen3-4B with thinking, lr 1e-6 constant, clip 0.2, entropy 0.001, K = 3, groups of 8, gamma_step
 #: 0.95, step weight 1.0, mean_norm, groups of one task seed, early stop after a win, training
@@ -244,11 +244,11 @@ def test_a_paper_profile_resolves_to_the_reference_values_for_mage_and_for_grpo(
             assert resolved[key]["cfr_argmax"] == [{"opponent": "cfr_argmax", "weight": 1.0, "seat": "second"}]
         else:
             assert resolved[key] == value, key
-    # GRPO in the paper's setting: single episodes in groups of 24 (METHOD.md section 6), the rest the profile's.
+    # GRPO in the paper's setting: single episodes in groups of 24 (docs/method.md section 6), the rest the profile's.
     grpo = compared_values(paper_config(data, env, "grpo", "params.yaml"))
     assert (grpo["algorithm.episodes_per_meta_episode"], grpo["algorithm.group_size"]) == (1, 24)
     assert grpo["train.groups_per_iteration"] == REFERENCE[env]["train.groups_per_iteration"]
-    # Every compared key the profile leaves to the file is one METHOD.md section 10 gives no value for.
+    # Every compared key the profile leaves to the file is one docs/method.md section 10 gives no value for.
     s = run_settings(data, "params.yaml")[f"{env}-mage"]
     assert not s.paper_unset & set(expected)
 

@@ -1,4 +1,4 @@
-"""Sokoban: level rules, BFS solver, reverse-play generator, agent env (METHOD.md section 10).
+"""Sokoban: level rules, BFS solver, reverse-play generator, agent env (docs/method.md section 10).
 
 Hand-made levels carry hand-counted optimal lengths and rewards; the fast
 solver and the generator's reverse-BFS distances are checked against a plain
@@ -15,16 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mage_core.envs.base import Env, Outcome
-from mage_core.envs.sokoban import (
-    LevelGenerationError,
-    SokobanEnv,
-    SokobanLevel,
-    SokobanSettings,
-    generate_level,
-    generate_level_with_stats,
-    solve,
-    solve_reference,
-)
+from mage_core.envs.sokoban.env import SokobanEnv, SokobanSettings
+from mage_core.envs.sokoban.generate import LevelGenerationError, generate_level, generate_level_with_stats
+from mage_core.envs.sokoban.level import SokobanLevel
+from mage_core.envs.sokoban.solver import solve, solve_reference
 from mage_core.envs.sokoban.env import sokoban_return_floor
 from mage_core.envs.sokoban.generate import reverse_search, room_topology
 from mage_core.envs.sokoban.level import cells_of

@@ -1,4 +1,4 @@
-"""Tic-Tac-Toe rules and agent env (METHOD.md sections 2, 3, 10, 11)."""
+"""Tic-Tac-Toe rules and agent env (docs/method.md sections 2, 3, 10, 11)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mage_core.envs.base import TERMINAL, Env, GameState, Outcome
-from mage_core.envs.tic_tac_toe import (
-    TicTacToeEnv,
-    TicTacToeSettings,
-    TicTacToeState,
-    cell_to_action,
-    initial_state,
-    parse_coordinates,
-    play_moves,
-    reachable_states,
-)
+from mage_core.envs.tic_tac_toe.env import TicTacToeEnv, TicTacToeSettings, cell_to_action, parse_coordinates
+from mage_core.envs.tic_tac_toe.rules import TicTacToeState, initial_state, play_moves, reachable_states
 from mage_core.opponents.patterns import PatternPlayer
 from mage_core.opponents.random_player import UniformRandom
 

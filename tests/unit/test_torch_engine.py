@@ -1,4 +1,4 @@
-"""The plain-torch TrainEngine on a tiny Qwen3 (METHOD.md section 6).
+"""The plain-torch TrainEngine on a tiny Qwen3 (docs/method.md section 6).
 
 Log-probabilities are checked against a straightforward per-sample forward
 pass, the PPO step against a straightforward reference implementation of the

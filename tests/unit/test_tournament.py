@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import numpy as np
 import pytest
 
 from mage_core.envs import registry as games
@@ -75,7 +74,7 @@ def test_kuhn_deals_are_shared_across_matchups() -> None:
 
 def test_kuhn_mean_chips_converge_to_the_exact_value() -> None:
     # Best response to "aggressive" earns exactly 1/3 per hand in either seat
-    # (METHOD.md section 11). Play it as a behaviour strategy over 6000 hands.
+    # (docs/method.md section 11). Play it as a behaviour strategy over 6000 hands.
     from mage_core.envs.kuhn_poker.analysis import best_response
     from mage_core.opponents.kuhn import ARCHETYPES, BehaviourStrategy
 

@@ -57,7 +57,7 @@ def test_best_response_to_uniform_random_equals_an_independent_exact_recursion(s
 @pytest.mark.parametrize("pattern", sorted(PATTERNS))
 @pytest.mark.parametrize("seat", [0, 1])
 def test_every_pattern_player_is_a_forced_win_in_either_seat(pattern: str, seat: int) -> None:
-    # METHOD.md section 11: a best-responding learner beats each pattern player.
+    # docs/method.md section 11: a best-responding learner beats each pattern player.
     opponent = make_opponent("tic_tac_toe", f"pattern-{pattern}")
     response = best_response(MoveDistributions(opponent, 1, rng()), seat, "win")
     assert response.value == (1.0, 0.0, 0.0)

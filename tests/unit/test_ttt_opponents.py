@@ -1,4 +1,4 @@
-"""Tic-Tac-Toe opponents: preferred patterns, minimax, MCTS (METHOD.md sections
+"""Tic-Tac-Toe opponents: preferred patterns, minimax, MCTS (docs/method.md sections
 7 and 11)."""
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def test_mcts_player_searches_other_games_with_the_reference_search():
 
 
 def test_mcts_100_moving_second_often_loses_to_perfect_play():
-    # METHOD.md section 11: MCTS-100 as O against perfect play loses ~45-50%.
+    # docs/method.md section 11: MCTS-100 as O against perfect play loses ~45-50%.
     mcts, perfect = MCTSPlayer("mcts100", 100), MinimaxPlayer()
     results = Counter(play_game(perfect, mcts, np.random.default_rng(s)) for s in range(300))
     assert results[1] == 0

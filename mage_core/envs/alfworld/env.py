@@ -43,7 +43,7 @@ class AlfWorldDataError(ValueError):
 
 @dataclass(frozen=True)
 class AlfWorldSettings:
-    """Paper settings (METHOD.md section 10: 10 turns); reward as verl-agent."""
+    """Paper settings (docs/method.md section 10: 10 turns); reward as verl-agent."""
 
     data_path: str = "data/alfworld"
     split: str = "train"

@@ -1,4 +1,4 @@
-"""Exact Kuhn Poker analysis with fractions (METHOD.md sections 8 and 11).
+"""Exact Kuhn Poker analysis with fractions (docs/method.md sections 8 and 11).
 
 Everything is exact rational arithmetic over the 6 equally likely deals, so the
 reference facts of section 11 can be asserted with ``==``:
@@ -189,7 +189,7 @@ def exploitability(strategy: Strategy) -> Fraction:
 
 
 def mean_over_seats(value_of_seat: Callable[[int], Fraction]) -> Fraction:
-    """The seat average (METHOD.md section 11 tables: seats mixed 50/50)."""
+    """The seat average (docs/method.md section 11 tables: seats mixed 50/50)."""
     return (value_of_seat(0) + value_of_seat(1)) / 2
 
 
@@ -310,7 +310,7 @@ def bayes_optimal_meta_value(
     opponent_mix: OpponentMix, num_hands: int, restart: Restart, agent_seat: int, early_stop: bool = False
 ) -> Fraction:
     """The best expected chips of the FINAL hand of a ``num_hands``-hand
-    meta-episode against one opponent drawn once from the mix (METHOD.md 1, 11).
+    meta-episode against one opponent drawn once from the mix (docs/method.md sections 1, 11).
 
     Earlier hands earn nothing but information: the agent sees its own cards,
     the betting, and the opponent's card at showdown (never on a fold), and its
@@ -526,7 +526,7 @@ def opponent_report(opponent: BehaviourStrategy) -> list[dict[str, object]]:
 
 
 def population_report(opponent_mix: OpponentMix, num_hands: int = 3) -> list[dict[str, object]]:
-    """The ceilings of METHOD.md section 11 for a population, per seat and on
+    """The ceilings of docs/method.md section 11 for a population, per seat and on
     average: best fixed strategy, type known, Bayes-optimal final hand with fresh
     and with replayed deals (``num_hands`` hands per meta-episode)."""
     measures: dict[str, Callable[[int], Fraction]] = {

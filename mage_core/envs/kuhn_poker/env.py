@@ -1,6 +1,6 @@
 """Kuhn Poker from the agent's seat: text observations, action parsing, rewards.
 
-One episode is one hand (METHOD.md sections 1-3, 10). The agent sits in seat 0
+One episode is one hand (docs/method.md sections 1-3, 10). The agent sits in seat 0
 (acts first) or seat 1; the opponent acts as soon as it is its turn. The task
 reward is ``reward_per_chip`` x the agent's net chips, given on the turn the
 hand ends (reference code: 5 x chips). ``restart()`` replays the same deal for
@@ -42,7 +42,7 @@ from mage_core.envs.rewards import stalled_timeout_reward
 
 @dataclass(frozen=True)
 class KuhnPokerSettings:
-    """Paper settings (METHOD.md section 10): 6 agent turns, 5 reward per chip."""
+    """Paper settings (docs/method.md section 10: 6 agent turns; section 3: 5 reward per chip)."""
 
     max_turns: int = 6
     reward_per_chip: float = 5.0

@@ -1,4 +1,4 @@
-"""Kuhn Poker rules (METHOD.md section 11): three cards, one betting round.
+"""Kuhn Poker rules (docs/method.md section 11): three cards, one betting round.
 
 Cards J < Q < K are the integers 0 < 1 < 2. Both players ante 1 chip; player 0
 acts first. A move is ``PASS`` (0: check, or fold when facing a bet) or ``BET``
@@ -37,7 +37,7 @@ MOVES: tuple[int, int] = (PASS, BET)
 CARD_LETTERS: tuple[str, str, str] = ("J", "Q", "K")
 #: History letter of each move.
 MOVE_LETTERS: dict[int, str] = {PASS: "p", BET: "b"}
-#: Action names shown to the agent (METHOD.md section 2: names, never integers).
+#: Action names shown to the agent (docs/method.md section 2: names, never integers).
 MOVE_NAMES: dict[int, str] = {PASS: "PASS", BET: "BET"}
 
 #: The 6 equally likely ordered deals (card of player 0, card of player 1).

@@ -1,4 +1,4 @@
-"""The Sokoban agent environment (METHOD.md sections 1-3 and 10).
+"""The Sokoban agent environment (docs/method.md sections 1-3 and 10).
 
 One episode = one level, at most ``max_turns`` agent turns (paper: 7), each turn
 1..``moves_per_turn`` primitive moves (paper: 3) written ``up, left, down``.
@@ -42,7 +42,7 @@ _SEPARATORS = re.compile(r"[,\s]+")
 
 @dataclass(frozen=True)
 class SokobanSettings:
-    """Paper defaults (METHOD.md section 10); rewards as in gym-sokoban."""
+    """Paper defaults (docs/method.md section 10); rewards as in gym-sokoban."""
 
     dim_room: int = 6
     num_boxes: int = 2
@@ -126,7 +126,7 @@ class SokobanEnv:
     """Sokoban from the agent's seat (the ``Env`` protocol of envs/base.py).
 
     ``reset()`` draws a new level from ``rng`` (or re-uses ``level`` if one was
-    given); ``restart()`` replays exactly the same level (METHOD.md section 1).
+    given); ``restart()`` replays exactly the same level (docs/method.md section 1).
     Call ``reset()`` before anything else.
     """
 
@@ -198,7 +198,7 @@ class SokobanEnv:
     def observation(self) -> str:
         """The grid with 1-based row and column numbers, the legend and the box
         count; deterministic, so equal positions give equal text (GiGPO
-        anchors, METHOD.md section 5)."""
+        anchors, docs/method.md section 5)."""
         level = self.level
         pad = len(str(max(level.height, level.width)))
         header = " " * pad + " " + " ".join(str(c).rjust(pad) for c in range(1, level.width + 1))
@@ -253,7 +253,7 @@ class SokobanEnv:
     # ----- dynamics ---------------------------------------------------
     def step(self, action: str | None) -> StepResult:
         """Play one turn. ``None`` is an invalid action: no reward, no move,
-        but the turn counts (METHOD.md section 2); if the turn limit then ends an
+        but the turn counts (docs/method.md section 2); if the turn limit then ends an
         episode that had an invalid turn, the last turn pays down to the floor
         (module docstring)."""
         initial = self._require_level()

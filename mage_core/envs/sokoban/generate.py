@@ -1,4 +1,4 @@
-"""Sokoban level generation by reverse play (METHOD.md section 10).
+"""Sokoban level generation by reverse play (docs/method.md section 10).
 
 The paper generates 6x6 rooms with gym-sokoban's algorithm and keeps a level
 only if its optimal solution takes 5..21 moves. gym-sokoban (room_utils.py):

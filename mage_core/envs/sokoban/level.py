@@ -1,4 +1,4 @@
-"""Sokoban rules on compact integer states (METHOD.md section 10).
+"""Sokoban rules on compact integer states (docs/method.md section 10).
 
 A room is a ``height x width`` grid whose cells are numbered row-major
 (``index = row * width + col``, 0-based). Walls, targets and boxes are bitmasks

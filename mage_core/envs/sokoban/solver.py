@@ -1,4 +1,4 @@
-"""Optimal Sokoban solving by breadth-first search over moves (METHOD.md section 10).
+"""Optimal Sokoban solving by breadth-first search over moves (docs/method.md section 10).
 
 The paper keeps a generated level only if its optimal solution takes 5..21
 primitive moves, so the solver must be *optimal in moves* (not pushes) and fast

@@ -1,11 +1,11 @@
 """Tic-Tac-Toe from the agent's seat: text observation, action parsing, rewards.
 
-One episode is one game against one fixed opponent (METHOD.md sections 1-3).
+One episode is one game against one fixed opponent (docs/method.md sections 1-3).
 The agent answers ``<action>(row, col)</action>`` with 1-based coordinates; the
 canonical action text is exactly ``"(2, 3)"``. An answer without a parsable legal
 cell is invalid: no task reward, the turn counts against ``max_turns``, the
-opponent does not move (METHOD.md section 2). Rewards: +10 win, -10 loss, 0 draw
-or timeout (METHOD.md sections 3 and 10).
+opponent does not move (docs/method.md section 2). Rewards: +10 win, -10 loss, 0 draw
+or timeout (docs/method.md sections 3 and 10).
 
 Stalling (docs/rewards.md): an episode that the turn limit ends after at least
 one invalid turn pays ``legal_return_floor()`` = ``min(loss_reward, 0)`` on its
@@ -15,7 +15,7 @@ result than losing. With the paper's 8 turns a legal game always ends first
 (the agent moves at most 5 times), so every timeout there had invalid turns.
 
 The observation is compact and deterministic: exact text equality of
-observations defines GiGPO's anchor states (METHOD.md section 5), so it holds
+observations defines GiGPO's anchor states (docs/method.md section 5), so it holds
 the seat and the board and nothing that varies for the same position (no turn
 counter, no opponent name).
 """
@@ -76,7 +76,7 @@ def _is_number(value: object) -> bool:
 
 @dataclass(frozen=True)
 class TicTacToeSettings:
-    """Episode settings (METHOD.md section 10: 8 turns; section 3: +-10 / 0)."""
+    """Episode settings (docs/method.md section 10: 8 turns; section 3: +-10 / 0)."""
 
     max_turns: int = 8
     win_reward: float = 10.0
@@ -106,7 +106,7 @@ class TicTacToeEnv:
 
     Seat 0: the agent plays X and moves first. Seat 1: the agent plays O and the
     opponent opens; its opening move belongs to the episode's initial state, so
-    ``restart()`` replays the same opening (as the reference code does, METHOD.md
+    ``restart()`` replays the same opening (as the reference code does, docs/method.md
     section 1). ``rng`` drives the opponent's moves and keeps running across
     episodes.
     """

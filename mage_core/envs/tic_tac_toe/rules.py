@@ -11,7 +11,7 @@ The state is a plain tuple of nine ints plus two derived fields computed once at
 construction (the winner and the player to move), so ``apply`` is cheap enough
 for the generic reference MCTS and the minimax solver. The specialised MCTS
 (``mage_core.opponents.mcts``) indexes all 5,478 reachable states once and never
-touches this class in its inner loop (METHOD.md section 11).
+touches this class in its inner loop (docs/method.md section 11).
 
 This module knows nothing about text: rendering and action parsing live in
 ``env.py``.
@@ -155,7 +155,7 @@ def play_moves(moves: Iterable[int], state: TicTacToeState | None = None) -> Tic
 
 def reachable_states() -> dict[tuple[int, ...], TicTacToeState]:
     """Every position reachable from the empty board by legal play, keyed by
-    board, in breadth-first order (5,478 of them; METHOD.md section 11)."""
+    board, in breadth-first order (5,478 of them; docs/method.md section 11)."""
     seen: dict[tuple[int, ...], TicTacToeState] = {_INITIAL.board: _INITIAL}
     frontier = [_INITIAL]
     while frontier:

@@ -64,7 +64,7 @@ _COMPACT_CLICKS = {"back to search": "back", "< prev": "prev", "next >": "next",
 
 @dataclass(frozen=True)
 class WebShopSettings:
-    """Paper settings (METHOD.md section 10: 12 turns); rewards as verl-agent.
+    """Paper settings (docs/method.md section 10: 12 turns); rewards as verl-agent.
 
     ``data_path`` is a catalogue folder (``mage webshop generate`` or the
     official files), read with ``load_seed`` (the official 233) and split into

@@ -1,0 +1,103 @@
+"""What a task tells the rest of the library about itself (docs/architecture.md, "Tasks").
+
+Each environment declares one ``Task`` in its own folder (``mage_core/envs/<name>/task.py``)
+and ``mage_core.envs.registry`` lists those modules. Code outside ``mage_core/envs/`` asks the
+task (``task(name).headline``, ``task(name).data``, ...) instead of comparing its name, the way
+OpenSpiel's algorithms read a game's ``GameType`` rather than branching on which game it is.
+
+A task module stays cheap to import: what needs a heavy or game-specific module (rules,
+catalogues, data readers) is a function of the task module that imports it when called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+#: The stages that read a data-backed task's files (``TaskData.problems``).
+DataStage = Literal["train", "evaluate"]
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """A task whose levels, products or games live in files (``env.<name>.data_path``).
+
+    ``problems(cfg, stage)``: what keeps ``stage`` from playing the task, as messages that
+    name the key (empty: playable). ``generate``: ``"module:function"`` of the function
+    ``(cfg, out) -> exit code`` that writes the data folder from params
+    (``mage data generate <name>``). ``texts(cfg)``: the task's
+    own words for the embedded tokenizer's corpus (random play reaches few of them).
+    ``action_words(env)``: action words later states admit beyond the first state's
+    (each stays one token). ``corpus_meta_episodes``: at most this many random meta-episodes
+    in the tokenizer corpus (None: as many as any game; a slow reset wants fewer).
+    """
+
+    problems: Callable[[Any, DataStage], list[str]]
+    generate: str
+    texts: Callable[[Any], Iterator[str]]
+    action_words: Callable[[Any], Iterable[str]]
+    corpus_meta_episodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    """One environment as the trainer, the evaluation and the reports see it.
+
+    - ``title``: the name reports print (``Kuhn Poker``); ``report_order``: the position of
+      its column in Table 1 (the paper's order: Kuhn, Tic-Tac-Toe, then the single-agent tasks).
+    - ``env_class``: ``"module:Class"`` of the agent environment (``envs.base.Env``).
+    - ``new_game``: two-player games only: a fresh rules state (``GameState``) from a
+      generator (chance draws such as a deal use it). None marks a single-agent task:
+      no opponents, no seats.
+    - ``opponents``: two-player games: ``"module:ATTRIBUTE"`` of its opponent catalogue
+      (``mage_core.opponents.registry.Catalogue``).
+    - ``headline``: the per-episode measure a run is judged by (``success``, or ``chips``
+      where a fixed strategy already maximises the win rate: section 8 of docs/method.md).
+      A task with ``headline != "success"`` is *scored*: its reports lead with the score
+      in ``score_unit``.
+    - ``score_unit``: what one unit of the score column is (``reward`` or ``chips``).
+    - ``reward_scale(settings)``: task reward per score unit (Kuhn: reward per chip).
+    - ``reward_bounds(settings)``: bounds of one episode's task reward R_k (section 3).
+      ``settings`` is the task's section of the config (``cfg.env.<name>``).
+    - ``episode_noun``: what one episode is called in reports (Kuhn: ``hand``).
+    - ``draws``: the game can end level (its reports show a draw rate).
+    - ``exact_values``: the greedy policy's value against deterministic opponents can be
+      summed exactly (``chips_exact``), and suites have exact ceilings.
+    - ``strategy_probes``: the policy's first hand reads as a behaviour strategy (opening
+      bets, first-hand exploitability, the league); constrained actions only.
+    - ``in_domain_params``: env overrides of the in-domain suite (a data split).
+    - ``ood_param``: single-agent tasks: the env setting an out-of-domain suite changes
+      (``num_boxes``, ``split``); None: an OOD suite is an opponent population.
+    - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
+    """
+
+    name: str
+    title: str
+    report_order: int
+    env_class: str
+    reward_bounds: Callable[[Any], tuple[float, float]]
+    new_game: Callable[[np.random.Generator], Any] | None = None
+    opponents: str | None = None
+    headline: str = "success"
+    score_unit: str = "reward"
+    reward_scale: Callable[[Any], float] = lambda settings: 1.0
+    episode_noun: str = "episode"
+    draws: bool = False
+    exact_values: bool = False
+    strategy_probes: bool = False
+    in_domain_params: Mapping[str, Any] = field(default_factory=dict)
+    ood_param: str | None = None
+    data: TaskData | None = None
+
+    @property
+    def two_player(self) -> bool:
+        return self.new_game is not None
+
+    @property
+    def scored(self) -> bool:
+        """The headline is the score (chips), not the success rate."""
+        return self.headline != "success"

@@ -1,0 +1,61 @@
+"""WebShop as a task (``mage_core.envs.task``): a catalogue folder, splits of goals."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Iterator
+
+from mage_core.envs.task import DataStage, Task, TaskData
+
+#: The splits each stage plays.
+SPLITS = {"train": ("train", "select"), "evaluate": ("eval", "ood")}
+
+
+def _reward_bounds(w: Any) -> tuple[float, float]:
+    return 0.0, max(w.success_reward, w.partial_reward_scale)
+
+
+def _problems(cfg: Any, stage: DataStage) -> list[str]:
+    from mage_core.envs.webshop.catalogue import CatalogueError
+    from mage_core.envs.webshop.env import load_shop, split_goals
+
+    settings = cfg.env.webshop.settings()
+    try:
+        catalogue, _ = load_shop(settings.data_path, settings.load_seed, settings.skip_unknown_goals)
+        for split in SPLITS[stage]:
+            split_goals(catalogue, dataclasses.replace(settings, split=split))
+    except CatalogueError as err:
+        return [f"env.webshop.data_path: {err}"]
+    return []
+
+
+def _texts(cfg: Any) -> Iterator[str]:
+    """Every product and goal of the catalogue as its compact prompt shows them."""
+    from mage_core.envs.webshop.env import compact_goal, load_shop
+
+    w = cfg.env.webshop
+    catalogue, _ = load_shop(w.data_path, w.load_seed, w.skip_unknown_goals)
+    for p in catalogue.products:
+        yield " ".join([p.name.lower(), p.price_text, p.description.lower(), " ".join(p.bullets).lower(),
+                        *(v for values in p.options.values() for v in values)])
+    for g in catalogue.goals:
+        yield compact_goal(g.instruction)
+
+
+def _action_words(env: Any) -> Iterable[str]:
+    """Its first page offers only "search": every page's words."""
+    from mage_core.envs.webshop.env import compact_action_words
+
+    return compact_action_words(env.catalogue)
+
+
+TASK = Task(
+    name="webshop",
+    title="WebShop",
+    report_order=4,
+    env_class="mage_core.envs.webshop.env:WebShopEnv",
+    reward_bounds=_reward_bounds,
+    in_domain_params={"split": "eval"},
+    ood_param="split",
+    data=TaskData(problems=_problems, generate="mage_core.stages.webshop_data:generate_from_params", texts=_texts, action_words=_action_words),
+)
