@@ -101,3 +101,68 @@ def test_no_code_outside_envs_branches_on_a_game_name() -> None:
                  if path.relative_to(PACKAGE).parts[0] != "envs"
                  for hit in game_name_comparisons(path, set(GAMES))]
     assert offenders == [], "compare against the task's declared fields instead:\n" + "\n".join(offenders)
+
+
+# ---- the layers of docs/architecture.md ("Layers") ----
+
+#: Lowest first. A package imports only its own layer's packages and those below (lazy imports
+#: inside functions included); the top-level modules cli and __main__ sit above everything.
+LAYERS: list[set[str]] = [
+    {"schema", "io", "algos"},
+    {"envs", "opponents"},  # the games: a Task names its opponent catalogue
+    {"policy", "config"},
+    {"rollout"},
+    {"backends"},
+    {"evaluation"},
+    {"tracking"},
+    {"trainers"},
+    {"stages"},
+    {"cli", "__main__"},
+]
+#: Upward imports that exist today, each a named debt of issue 27 (docs/architecture.md):
+#: (importing package, imported module). Remove a line when the import goes; never add one.
+KNOWN_UPWARD = {
+    ("config", "mage_core.trainers.presets"),  # presets and run settings belong next to the schema
+    ("config", "mage_core.trainers.settings"),
+    ("rollout", "mage_core.backends.base"),  # the Generator / SamplingParams protocols belong below rollout
+}
+
+
+def internal_imports(path: Path) -> set[str]:
+    """The ``mage_core.*`` modules ``path`` imports, at any depth of its syntax tree."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("mage_core."))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("mage_core."):
+            found.add(node.module)  # type: ignore[arg-type]
+    return found
+
+
+def layer_of(package: str) -> int:
+    return next(i for i, layer in enumerate(LAYERS) if package in layer)
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages |= {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert packages == set().union(*LAYERS)
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward, used = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.name == "__init__.py" and len(rel.parts) == 1:
+            continue
+        importer = rel.parts[0].removesuffix(".py")
+        for module in internal_imports(path):
+            imported = module.split(".")[1]
+            if layer_of(imported) <= layer_of(importer):
+                continue
+            if (importer, module) in KNOWN_UPWARD:
+                used.add((importer, module))
+            else:
+                upward.append(f"{rel} imports {module} (layer {layer_of(imported)} > {layer_of(importer)})")
+    assert upward == [], "an import against the layers of docs/architecture.md:\n" + "\n".join(upward)
+    assert used == KNOWN_UPWARD, f"paid off, remove from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - used)}"
