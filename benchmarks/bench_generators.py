@@ -49,7 +49,7 @@ def main() -> int:
 
     import torch
 
-    from mage_core.backends.base import SamplingParams
+    from mage_core.generation import SamplingParams
     from mage_core.backends.hf import HFGenerator
     from mage_core.backends.vllm_generator import VLLMGenerator
     from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3, save_policy

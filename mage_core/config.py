@@ -18,11 +18,12 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
-from mage_core.envs.registry import GAMES, task
+from mage_core.envs.registry import GAMES, resolve, task
 from mage_core.opponents.families import member_name
 from mage_core.opponents.kuhn_families import KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
@@ -30,8 +31,8 @@ from mage_core.opponents.ttt_families import TicTacToeFamily
 from mage_core.opponents.ttt_families import members as ttt_members
 from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
-from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Probability, Strict
-from mage_core.trainers.presets import GAME_VALUES, PRESET_POPULATIONS
+from mage_core.schema import NonNegativeInt, PositiveInt, Probability, Strict
+from mage_core.trainers.presets import PRESET_POPULATIONS
 from mage_core.trainers.settings import (
     AlgorithmConfig,
     BackendConfig,
@@ -42,122 +43,17 @@ from mage_core.trainers.settings import (
     TrainConfig,
 )
 
-GameName = Literal["tic_tac_toe", "kuhn_poker", "sokoban", "webshop", "alfworld"]
+GameName = Literal[GAMES]  # type: ignore[valid-type]  # the registry's names (mage_core.envs.registry)
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
 
 
-class PenaltyConfig(Strict):
-    """Per-task penalties (docs/method.md section 3 and 10)."""
-
-    invalid_action_penalty: NonNegativeFloat = 0.5
-    length_penalty_coef: NonNegativeFloat = 2.0
-    max_response_tokens: PositiveInt = 3072
-
-
-class TicTacToeConfig(PenaltyConfig):
-    max_turns: PositiveInt = 8
-    win_reward: float = 10.0
-    loss_reward: float = -10.0
-    draw_reward: float = 0.0
-
-    def settings(self) -> Any:
-        from mage_core.envs.tic_tac_toe.env import TicTacToeSettings
-
-        return TicTacToeSettings(
-            max_turns=self.max_turns,
-            win_reward=self.win_reward,
-            loss_reward=self.loss_reward,
-            draw_reward=self.draw_reward,
-        )
-
-
-class KuhnPokerConfig(PenaltyConfig):
-    max_turns: PositiveInt = 6
-    reward_per_chip: Annotated[float, Field(gt=0)] = 5.0
-    max_response_tokens: PositiveInt = 4096
-
-    def settings(self) -> Any:
-        from mage_core.envs.kuhn_poker.env import KuhnPokerSettings
-
-        return KuhnPokerSettings(max_turns=self.max_turns, reward_per_chip=self.reward_per_chip)
-
-
-class SokobanConfig(PenaltyConfig):
-    dim_room: Annotated[int, Field(ge=5, le=10)] = 6
-    num_boxes: Annotated[int, Field(ge=1, le=3)] = 2
-    max_turns: PositiveInt = 7
-    moves_per_turn: Annotated[int, Field(ge=1, le=5)] = 3
-    min_solution_moves: PositiveInt = 5
-    max_solution_moves: PositiveInt = 21
-    step_penalty: float = -0.1
-    box_on_target: float = 1.0
-    box_off_target: float = -1.0
-    all_boxes_on_target: float = 10.0
-    length_penalty_coef: NonNegativeFloat = 1.0
-    max_response_tokens: PositiveInt = 4096
-
-    @field_validator("max_solution_moves")
-    @classmethod
-    def _bounds_ordered(cls, v: int, info: ValidationInfo) -> int:
-        low = info.data.get("min_solution_moves")
-        if low is not None and v < low:
-            raise ValueError(f"must be >= min_solution_moves ({low}), got {v}")
-        return v
-
-    def settings(self) -> Any:
-        from mage_core.envs.sokoban.env import SokobanSettings
-
-        fields = self.model_dump(exclude=set(PenaltyConfig.model_fields))
-        return SokobanSettings(**fields)
-
-
-class WebShopConfig(PenaltyConfig):
-    """WebShop (docs/method.md section 10: 12 turns, 1024 response tokens, no length
-    penalty); the catalogue folder and its splits (docs/environments.md)."""
-
-    data_path: str = "data/webshop"
-    load_seed: int = 233
-    num_eval: NonNegativeInt = 500
-    num_select: NonNegativeInt = 100
-    skip_unknown_goals: bool = False
-    max_turns: PositiveInt = 12
-    success_reward: NonNegativeFloat = 10.0
-    partial_reward_scale: NonNegativeFloat = 0.0
-    noun_extractor: Literal["words", "spacy"] = "words"
-    length_penalty_coef: NonNegativeFloat = 0.0
-    max_response_tokens: PositiveInt = 1024
-
-    def settings(self) -> Any:
-        from mage_core.envs.webshop.env import WebShopSettings
-
-        fields = self.model_dump(exclude=set(PenaltyConfig.model_fields))
-        return WebShopSettings(**fields)
-
-
-class AlfWorldConfig(PenaltyConfig):
-    """ALFWorld (docs/method.md section 10: 10 turns, 1024 response tokens, no length
-    penalty); the game folder (``mage alfworld generate``, or the official json_2.1.1)."""
-
-    data_path: str = "data/alfworld"
-    max_turns: PositiveInt = 10
-    success_reward: Annotated[float, Field(gt=0)] = 10.0
-    length_penalty_coef: NonNegativeFloat = 0.0
-    max_response_tokens: PositiveInt = 1024
-
-    def settings(self) -> Any:
-        from mage_core.envs.alfworld.env import AlfWorldSettings
-
-        return AlfWorldSettings(data_path=self.data_path, max_turns=self.max_turns,
-                                success_reward=self.success_reward)
-
-
-class EnvConfig(Strict):
-    name: GameName = "kuhn_poker"
-    tic_tac_toe: TicTacToeConfig = TicTacToeConfig()
-    kuhn_poker: KuhnPokerConfig = KuhnPokerConfig()
-    sokoban: SokobanConfig = SokobanConfig()
-    webshop: WebShopConfig = WebShopConfig()
-    alfworld: AlfWorldConfig = AlfWorldConfig()
+#: ``env``: the game trained on and one section per task, each the class its task declares
+#: (``Task.params``, in the task's folder: ``envs/<name>/params.py``).
+EnvConfig = create_model(
+    "EnvConfig", __base__=Strict, __module__=__name__,
+    name=(GameName, "kuhn_poker"),
+    **{game: (resolve(task(game).params), resolve(task(game).params)()) for game in GAMES},
+)
 
 
 class KuhnStrategyConfig(Strict):
@@ -394,42 +290,21 @@ class PopulationConfig(Strict):
         return [PopulationEntry(e.opponent, e.weight, e.seat) for e in spec]
 
 
-class SokobanSuiteConfig(Strict):
-    """An out-of-domain Sokoban suite: levels with another number of boxes."""
-
-    num_boxes: Annotated[int, Field(ge=1, le=3)]
-
-
-class AlfWorldSuiteConfig(Strict):
-    """An out-of-domain ALFWorld suite: the games of a split never trained on."""
-
-    split: Literal["eval_out_of_distribution"] = "eval_out_of_distribution"
-
-
-class WebShopSuiteConfig(Strict):
-    """An out-of-domain WebShop suite: the goals of a split never trained on."""
-
-    split: Literal["ood"] = "ood"
-
-
 #: An evaluation suite's name: reported as ``ood_<name>``.
 SuiteName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 TicTacToePreset = Annotated[str, AfterValidator(lambda v: _check_preset("tic_tac_toe", v))]
 KuhnPokerPreset = Annotated[str, AfterValidator(lambda v: _check_preset("kuhn_poker", v))]
 
 
-class OodSuitesConfig(Strict):
+class _OpponentSuites(Strict):
     """Out-of-domain evaluation suites per game (docs/method.md section 8), each named
     (reported as ``ood_<name>``): a population (preset name or entries) for the
-    two-player games, a number of boxes for Sokoban, a split for WebShop."""
+    two-player games; for a single-agent task, what its ``Task.ood_suite`` declares (a
+    number of boxes for Sokoban, a split for WebShop and ALFWorld)."""
 
     tic_tac_toe: dict[SuiteName, Union[TicTacToePreset, list[TicTacToeEntry]]] = {"mcts_1000": "held_out"}
     kuhn_poker: dict[SuiteName, Union[KuhnPokerPreset, list[KuhnPokerEntry]]] = {
         "cfr": "held_out", "cfr_argmax": [KuhnPokerEntry(opponent="cfr_argmax")]}
-    sokoban: dict[SuiteName, SokobanSuiteConfig] = {"one_box": SokobanSuiteConfig(num_boxes=1),
-                                                    "three_boxes": SokobanSuiteConfig(num_boxes=3)}
-    webshop: dict[SuiteName, WebShopSuiteConfig] = {"unseen_categories": WebShopSuiteConfig()}
-    alfworld: dict[SuiteName, AlfWorldSuiteConfig] = {"unseen_floor_plans": AlfWorldSuiteConfig()}
 
     @field_validator("kuhn_poker", mode="before")
     @classmethod
@@ -461,6 +336,18 @@ class OodSuitesConfig(Strict):
         if isinstance(spec, str):
             return preset(game, spec)
         return [PopulationEntry(e.opponent, e.weight, e.seat) for e in spec]
+
+
+def _suites_field(game: str) -> tuple[Any, Any]:
+    suite = resolve(task(game).ood_suite)
+    defaults = {name: suite(**fields) for name, fields in task(game).ood_defaults.items()}
+    return dict[SuiteName, suite], defaults  # type: ignore[valid-type]
+
+
+OodSuitesConfig = create_model(
+    "OodSuitesConfig", __base__=_OpponentSuites, __module__=__name__,
+    **{game: _suites_field(game) for game in GAMES if task(game).ood_suite is not None},
+)
 
 
 class EvaluationSection(EvaluationConfig):
@@ -645,13 +532,13 @@ class Config(Strict):
     @model_validator(mode="before")
     @classmethod
     def _preset_for_game(cls, data: Any) -> Any:
-        """The presets' per-game values for ``env.name`` (``GAME_VALUES``: gamma_traj
+        """The presets' per-game values for ``env.name`` (``Task.method_values``: gamma_traj
         0.9 on Sokoban, docs/method.md section 4); algorithm keys set explicitly win."""
         if not isinstance(data, dict):
             return data
         env, default = data.get("env"), EnvConfig.model_fields["name"].default
         game = env.get("name", default) if isinstance(env, dict) else getattr(env, "name", default)
-        values = GAME_VALUES.get(game) if isinstance(game, str) else None
+        values = task(game).method_values if isinstance(game, str) and game in GAMES else None
         algorithm = data.get("algorithm", {})
         if not values or not isinstance(algorithm, dict):
             return data

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 
 PAD, BOS, EOS = 0, 2, 3
 PROMPTS = [[BOS, 5, 9, 11, 7, 30, 31, 12, 40, 8, 17, 6], [BOS, 20], [BOS, 21, 22, 23, 24, 25], [BOS]]

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.backends.hf import HFGenerator
 from mage_core.policy.model import load_policy
 

@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-#: generator backend name -> (module, class). Implements ``base.Generator``.
+#: generator backend name -> (module, class). Implements ``mage_core.generation.Generator``.
 GENERATORS = {
     "hf": ("mage_core.backends.hf", "HFGenerator"),
     "vllm": ("mage_core.backends.vllm_generator", "VLLMGenerator"),

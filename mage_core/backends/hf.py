@@ -1,6 +1,6 @@
 """The HF transformers Generator (CPU default, also runs on one GPU).
 
-Implements ``mage_core.backends.base.Generator`` on any ``*ForCausalLM`` whose
+Implements ``mage_core.generation.Generator`` on any ``*ForCausalLM`` whose
 forward takes ``attention_mask``, ``position_ids``, ``past_key_values`` and
 ``logits_to_keep`` (Qwen3 and most decoder-only models in transformers 5).
 
@@ -32,20 +32,20 @@ from typing import Mapping, Sequence
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from mage_core.backends.base import (
+from mage_core.backends.base import check_state_shapes
+from mage_core.generation import (
     Generation,
     RowGenerators,
     SamplingParams,
     check_candidates,
     check_generators,
     check_prompts,
-    check_state_shapes,
     check_token_id,
 )
 
 
 class HFGenerator:
-    """Rollout-side model on an HF causal LM (``base.Generator``).
+    """Rollout-side model on an HF causal LM (``mage_core.generation.Generator``).
 
     ``max_batch_size`` (optional) splits ``generate``/``score`` calls into
     batches of at most that many prompts, to bound memory on large models; the
@@ -78,7 +78,7 @@ class HFGenerator:
     def generate(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams, generator: RowGenerators
     ) -> list[Generation]:
-        """One response per prompt; see ``base.Generator.generate``. ``generator``:
+        """One response per prompt; see ``mage_core.generation.Generator.generate``. ``generator``:
         one ``torch.Generator`` for the batch, or a sequence of one per prompt."""
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")

@@ -61,7 +61,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from mage_core.backends.base import Generation, RowGenerators, SamplingParams, check_generators
+from mage_core.generation import Generation, RowGenerators, SamplingParams, check_generators
 
 #: HTTP statuses worth a retry: rate limited, or the server's own failure.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

@@ -1,4 +1,4 @@
-"""The vLLM Generator: ``base.Generator`` on vLLM's offline engine (``vllm.LLM``).
+"""The vLLM Generator: ``mage_core.generation.Generator`` on vLLM's offline engine (``vllm.LLM``).
 
 Same contract as ``mage_core.backends.hf.HFGenerator`` (token ids in, token ids
 out, temperature-1 log-probabilities, the same argument checks), with vLLM's
@@ -139,14 +139,14 @@ from safetensors.torch import save_file as _save_safetensors_file
 from vllm.inputs import TokensPrompt
 from vllm.platforms import current_platform
 
-from mage_core.backends.base import (
+from mage_core.backends.base import check_state_shapes
+from mage_core.generation import (
     Generation,
     RowGenerators,
     SamplingParams,
     check_candidates,
     check_generators,
     check_prompts,
-    check_state_shapes,
     check_token_id,
 )
 
@@ -232,7 +232,7 @@ def _refresh_tied_embeddings(model: torch.nn.Module) -> None:
 
 
 class VLLMGenerator:
-    """Rollout-side model on vLLM's offline engine (``base.Generator``).
+    """Rollout-side model on vLLM's offline engine (``mage_core.generation.Generator``).
 
     ``model_dir``: a local HF-format model folder (config.json + safetensors,
     e.g. written by ``mage_core.policy.model.save_policy``). ``dtype``: one of
@@ -354,7 +354,7 @@ class VLLMGenerator:
         sampling: SamplingParams,
         generator: RowGenerators,
     ) -> list[Generation]:
-        """One response per prompt; see ``base.Generator.generate`` and the module docstring."""
+        """One response per prompt; see ``mage_core.generation.Generator.generate`` and the module docstring."""
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling must be a SamplingParams, got {type(sampling).__name__}")
         generators = check_generators(generator, len(prompts))

@@ -44,12 +44,26 @@ class TaskData:
 
 
 @dataclass(frozen=True)
+class TaskPrompt:
+    """How a prompt introduces the task: ``tag`` heads a compact-style prompt (one word),
+    ``rules`` opens a paper-style prompt (role, rules, goal) and ``action_format`` closes it
+    (may use ``{moves}``, the moves per turn)."""
+
+    tag: str
+    rules: str
+    action_format: str
+
+
+@dataclass(frozen=True)
 class Task:
     """One environment as the trainer, the evaluation and the reports see it.
 
     - ``title``: the name reports print (``Kuhn Poker``); ``report_order``: the position of
       its column in Table 1 (the paper's order: Kuhn, Tic-Tac-Toe, then the single-agent tasks).
     - ``env_class``: ``"module:Class"`` of the agent environment (``envs.base.Env``).
+    - ``params``: ``"module:Class"`` of its section of params.yaml, ``env.<name>`` (a
+      ``envs.params.PenaltyConfig``; its ``settings()`` builds what the environment takes).
+    - ``prompt``: how the prompt introduces the task (``TaskPrompt``).
     - ``new_game``: two-player games only: a fresh rules state (``GameState``) from a
       generator (chance draws such as a deal use it). None marks a single-agent task:
       no opponents, no seats.
@@ -72,6 +86,12 @@ class Task:
     - ``in_domain_params``: env overrides of the in-domain suite (a data split).
     - ``ood_param``: single-agent tasks: the env setting an out-of-domain suite changes
       (``num_boxes``, ``split``); None: an OOD suite is an opponent population.
+      ``ood_suite``: ``"module:Class"`` of one such suite in ``evaluation.ood.<name>``, and
+      ``ood_defaults`` the suites params.yaml gets when it names none ({suite: fields}).
+    - ``reference_keys``: the keys beyond the common ones that the report's run settings
+      compare with the paper's reference profile of the task.
+    - ``method_values``: ``algorithm`` values every method preset takes on this task
+      (Sokoban: ``gamma_traj`` 0.9, as the reference training script); explicit keys win.
     - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
     """
 
@@ -79,6 +99,8 @@ class Task:
     title: str
     report_order: int
     env_class: str
+    params: str
+    prompt: TaskPrompt
     reward_bounds: Callable[[Any], tuple[float, float]]
     new_game: Callable[[np.random.Generator], Any] | None = None
     opponents: str | None = None
@@ -91,6 +113,10 @@ class Task:
     strategy_probes: bool = False
     in_domain_params: Mapping[str, Any] = field(default_factory=dict)
     ood_param: str | None = None
+    ood_suite: str | None = None
+    ood_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reference_keys: tuple[str, ...] = ()
+    method_values: Mapping[str, Any] = field(default_factory=dict)
     data: TaskData | None = None
 
     @property

@@ -18,7 +18,8 @@ Two prompt styles:
   tokens of a Kuhn meta-episode and learn about twice as fast per iteration.
 
 Rendering is pure string work on what the env shows the agent; nothing here
-sees hidden information.
+sees hidden information. Each task's own words (its compact tag, rules and action
+format) are declared by the task (``Task.prompt``).
 """
 
 from __future__ import annotations
@@ -26,80 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
+from mage_core.envs.registry import task
+
 Style = Literal["paper", "compact"]
 Memory = Literal["history_only", "reflection_only", "history_and_reflection", "none"]
 
-GAME_TAGS = {"tic_tac_toe": "ttt", "kuhn_poker": "kuhn", "sokoban": "sokoban", "webshop": "webshop", "alfworld": "alfworld"}
 SEAT_WORDS = {0: "first", 1: "second"}
-
-TASKS = {
-    "kuhn_poker": (
-        "You are an expert Kuhn Poker player.\n"
-        "# Rules\n"
-        "- Two players, a deck of three cards: K beats Q beats J. Each player antes 1 chip and gets one private "
-        "card; the third card stays hidden.\n"
-        "- Player 0 acts first. PASS puts no chip in (check, or fold when facing a bet); BET puts 1 chip in "
-        "(bet, or call when facing a bet).\n"
-        "- A PASS after a BET folds: the bettor takes the pot. Two PASSes or two BETs go to showdown: the "
-        "higher card takes the pot.\n"
-        "# Goal\n"
-        "You play several hands against the same opponent, whose style you are not told. Learn how it plays "
-        "from the earlier hands and win as many chips as you can."
-    ),
-    "tic_tac_toe": (
-        "You are an expert Tic-Tac-Toe player.\n"
-        "# Rules\n"
-        "- A 3x3 board; X moves first. Players alternate placing their mark on an empty cell.\n"
-        "- Three of your marks in a row, column or diagonal wins; a full board without a line is a draw.\n"
-        "- Cells are (row, col) with rows and columns numbered 1 to 3 from the top left.\n"
-        "# Goal\n"
-        "You play several games against the same opponent, whose style you are not told. Learn its habits "
-        "from the earlier games and win."
-    ),
-    "sokoban": (
-        "You are an expert Sokoban player.\n"
-        "# Rules\n"
-        "- You (P) move up, down, left or right on the grid; walls (#) block you.\n"
-        "- Walking into a box (X) pushes it one cell if the cell behind it is free; boxes cannot be pulled.\n"
-        "- The level is solved when every box stands on a target (O); a box on a target shows as √.\n"
-        "# Goal\n"
-        "You get several attempts at the same level. Learn from the earlier attempts and solve it."
-    ),
-    "webshop": (
-        "You are an expert autonomous agent shopping on the WebShop website.\n"
-        "# Rules\n"
-        "- Each page is shown as text, its parts separated by [SEP]. The instruction says what to buy: a "
-        "product, its attributes, its options (such as size or colour) and a price limit.\n"
-        "- search[query] searches the catalogue from any page. click[name] clicks a button, a product's ID, "
-        "or an option value shown on the page (in lower case), e.g. click[next >], click[buy now].\n"
-        "- On a product's page, click each wanted option value before Buy Now. Buying ends the attempt.\n"
-        "# Goal\n"
-        "You get several attempts at the same instruction. Learn from the earlier attempts and buy the "
-        "product that matches every requirement."
-    ),
-    "alfworld": (
-        "You are an expert agent operating in the ALFRED embodied household environment.\n"
-        "# Rules\n"
-        "- You see what is around you as text and act with ONE of the admissible actions listed, e.g. "
-        "go to a receptacle, open or close it, take an object from it, move an object to a receptacle, "
-        "heat, cool or clean an object with an appliance, use a lamp.\n"
-        "- Objects are often inside closed receptacles: search them. The task is done when its goal holds.\n"
-        "# Goal\n"
-        "You get several attempts at the same task in the same room. Learn from the earlier attempts "
-        "where things are and finish the task in as few actions as you can."
-    ),
-}
-
-ACTION_FORMATS = {
-    "kuhn_poker": "Choose ONE action, PASS or BET, inside <action> </action> tags, e.g. <action>BET</action>.",
-    "tic_tac_toe": "Choose ONE empty cell inside <action> </action> tags as (row, col), e.g. <action>(2, 3)"
-                   "</action>.",
-    "sokoban": "Give up to {moves} moves separated by commas inside <action> </action> tags, e.g. "
-               "<action>up, left</action>.",
-    "webshop": "Choose ONE action, search[query] or click[name], inside <action> </action> tags, e.g. "
-               "<action>click[buy now]</action>.",
-    "alfworld": "Choose ONE admissible action inside <action> </action> tags, e.g. <action>go to cabinet 1</action>.",
-}
 
 
 @dataclass
@@ -150,11 +83,11 @@ def play_prompt(state: ContextState, observation: str, mode: Memory, style: Styl
     ``recalled``: what a retrieval memory returned for it (the A-MEM and Memento
     baselines), shown instead of the memory of the earlier episodes."""
     if style == "compact":
-        head = GAME_TAGS[state.game] + (f" {SEAT_WORDS[state.agent_seat]}" if state.agent_seat is not None else "")
+        head = task(state.game).prompt.tag + (f" {SEAT_WORDS[state.agent_seat]}" if state.agent_seat is not None else "")
         episode = len(state.memory) + 1
         memory = _memory_lines(state, mode, style) if recalled is None else [f"mem {r}" for r in recalled]
         return " ".join([head, *memory, f"ep{episode} {observation}"])
-    parts = [TASKS[state.game]]
+    parts = [task(state.game).prompt.rules]
     if state.agent_seat is not None:
         parts.append(f"You are Player {state.agent_seat}: you move {SEAT_WORDS[state.agent_seat]}.")
     if recalled is not None:
@@ -171,7 +104,7 @@ def play_prompt(state: ContextState, observation: str, mode: Memory, style: Styl
         moves = "\n".join(f"State:\n{obs}\nYour action: {act}" for obs, act in state.current_turns)
         parts.append(f"Moves so far:\n{moves}")
     parts.append(f"Current state:\n{observation}")
-    fmt = ACTION_FORMATS[state.game].format(moves=moves_per_turn)
+    fmt = task(state.game).prompt.action_format.format(moves=moves_per_turn)
     parts.append(f"Now it is your move. Reason step by step about the situation, then answer. {fmt}")
     return "\n\n".join(parts)
 
@@ -183,7 +116,7 @@ def reflect_prompt(state: ContextState, finished: EpisodeMemory) -> str:
                if finished.success else "The trial was NOT successfully completed: find the mistakes.")
     seat = f"\nYou are Player {state.agent_seat}." if state.agent_seat is not None else ""
     return (
-        f"{TASKS[state.game]}{seat}\n\n# Trial #{len(state.memory)} just ended\n{finished.trajectory}\n\n"
+        f"{task(state.game).prompt.rules}{seat}\n\n# Trial #{len(state.memory)} just ended\n{finished.trajectory}\n\n"
         f"{outcome}\nThink about the opponent's or the task's behaviour and your decisions, then write a short "
         "plan for the next trial inside <remark> </remark> tags."
     )

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, MutableMapping, Protocol, Sequence
 
 import numpy as np
 
-from mage_core.backends.base import Generator, SamplingParams
+from mage_core.generation import Generator, SamplingParams
 from mage_core.envs.registry import make_env
 from mage_core.opponents.registry import OpponentSettings, make_opponent
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings

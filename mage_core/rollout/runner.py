@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from mage_core.backends.base import Generator, RowGenerators, SamplingParams
+from mage_core.generation import Generator, RowGenerators, SamplingParams
 from mage_core.rollout.meta_episode import MetaEpisode, Request, Response
 
 

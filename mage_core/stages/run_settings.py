@@ -77,16 +77,6 @@ REFERENCE_KEYS = (
     "train.eval_every", "train.checkpoint_every",
     "evaluation.temperature", "evaluation.top_p", "evaluation.top_k",
 )
-#: Per game, the reference keys beyond ``REFERENCE_KEYS``: the KL estimator where the KL
-#: loss is on, Sokoban's rooms and moves, the two-player games' opponents and seats.
-GAME_REFERENCE_KEYS: dict[str, tuple[str, ...]] = {
-    "kuhn_poker": ("train.kl_estimator", "population.kuhn_poker", "evaluation.ood.kuhn_poker"),
-    "tic_tac_toe": ("train.kl_estimator", "population.tic_tac_toe"),
-    "sokoban": ("env.sokoban.dim_room", "env.sokoban.num_boxes", "env.sokoban.moves_per_turn",
-                "env.sokoban.min_solution_moves", "env.sokoban.max_solution_moves"),
-}
-
-
 @dataclass(frozen=True)
 class Unexpressed:
     """A reference setting (docs/method.md section 10) that no key of this project expresses."""
@@ -167,7 +157,11 @@ class RunSettings:
 
 def reference_keys(env: str) -> tuple[str, ...]:
     """The dotted keys that the paper profile of ``env`` must set (``REFERENCE_KEYS``)."""
-    return tuple(key.format(env=env) for key in REFERENCE_KEYS) + GAME_REFERENCE_KEYS.get(env, ())
+    from mage_core.envs.registry import task
+
+    # beyond REFERENCE_KEYS, the task's own (Task.reference_keys): the KL estimator where the
+    # KL loss is on, Sokoban's rooms and moves, the two-player games' opponents and seats
+    return tuple(key.format(env=env) for key in REFERENCE_KEYS) + task(env).reference_keys
 
 
 def seed_keys(cfg: Config) -> tuple[str, ...]:

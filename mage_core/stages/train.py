@@ -513,7 +513,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 over_budget = ranks.broadcast(bool(t.time_budget_minutes)
                                               and time.monotonic() - started > 60 * t.time_budget_minutes)
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
-                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league_state(),
+                    _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league.state(),
                           stored_config)
                 progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1

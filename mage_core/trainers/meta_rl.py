@@ -24,19 +24,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from fractions import Fraction
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
 
-from mage_core.backends.base import Generator, LossSettings, SamplingParams, TrainEngine
+from mage_core.backends.base import LossSettings, TrainEngine
+from mage_core.generation import Generator, SamplingParams
 from mage_core.config import Config
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
 from mage_core.envs.registry import is_single_agent, task
 from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
-from mage_core.opponents.population import Population, PopulationEntry
+from mage_core.opponents.population import Population
 from mage_core.opponents.registry import OpponentSettings
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
 from mage_core.rollout.pool import RolloutJob, RolloutPool, attach_codec, build_meta_episodes, detach_codec
@@ -50,6 +50,7 @@ from mage_core.rollout.runner import (
 from mage_core.trainers.batch import AdvantageSettings, build_samples
 from mage_core.trainers import strategy_probes
 from mage_core.trainers.data_parallel import Ranks
+from mage_core.trainers.league import League
 
 
 @dataclass
@@ -152,7 +153,7 @@ class MetaRLTrainer:
         self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
         self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
                            if not is_single_agent(self.game) else None)
-        self.league: dict[str, dict[str, Fraction]] = {}  # train.league: name -> P(BET) table, oldest first
+        self.league = League(cfg, self.game)  # train.league
         self._opponents: dict[str, Any] = {}
         self._env_settings = getattr(cfg.env, self.game).settings()
         self._pool: RolloutPool | None = None  # Ray rollout workers, built on first use (rollout.workers > 0)
@@ -193,63 +194,27 @@ class MetaRLTrainer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the league (train.league) ----------------------------------------------------------------
+    # -- the league (train.league, trainers/league.py) ---------------------------------------------
 
     def opponent_settings(self) -> OpponentSettings:
         """The configured opponents and the league's members."""
-        settings = self.cfg.opponents.settings()
-        if not self.league:
-            return settings
-        return dataclasses.replace(settings, kuhn_strategies={**settings.kuhn_strategies, **self.league})
+        return self.league.opponent_settings()
 
     def update_league(self, iteration: int) -> dict[str, float]:
-        """After ``iteration`` iterations, every ``train.league.every``: read the
-        policy's first hand (``strategy_probes.first_hand_strategy``) and add to the league its exact
-        best response in both seats (``league_exploiter_<iteration>``, pure) and/or
-        the strategy itself (``league_past_<iteration>``, P(BET) to 1/1000); drop the
-        oldest beyond ``max_members``; rebuild the training population. Returns
-        ``league/members`` and ``league/exploiter_value`` (what the new exploiter
-        wins per hand, seats averaged: the first hand's exploitability)."""
-        league = self.cfg.train.league
-        if not league.every or iteration % league.every:
+        """After ``iteration`` iterations, when the league is due: grow it from the policy's
+        first hand (``strategy_probes.first_hand_strategy``) and rebuild the training
+        population (``League.grow``'s metrics; empty when not due)."""
+        if not self.league.due(iteration):
             return {}
-        from mage_core.envs.kuhn_poker.analysis import best_response
-
-        strategy = strategy_probes.first_hand_strategy(self)
-        value0, as_first = best_response([(1, strategy)], 0)
-        value1, as_second = best_response([(1, strategy)], 1)
-        if "exploiter" in league.add:
-            self.league[f"league_exploiter_{iteration}"] = {k: Fraction(m) for k, m in {**as_first,
-                                                                                          **as_second}.items()}
-        if "snapshot" in league.add:
-            self.league[f"league_past_{iteration}"] = {k: Fraction(p).limit_denominator(1000)
-                                                       for k, p in strategy.p_bet.items()}
-        while len(self.league) > league.max_members:
-            del self.league[next(iter(self.league))]
-        self._league_population()
-        return {"league/members": float(len(self.league)), "league/exploiter_value": float(value0 + value1) / 2}
-
-    def _league_population(self) -> None:
-        base = self.cfg.population.entries(self.game)  # type: ignore[arg-type]
-        if not self.league:
-            self.population = Population(base)
-            return
-        share, total = self.cfg.train.league.share, sum(e.weight for e in base)
-        entries = [PopulationEntry(e.opponent, e.weight / total * (1 - share), e.seat) for e in base]
-        entries += [PopulationEntry(name, share / len(self.league), "mixed") for name in self.league]
-        self.population = Population(entries)
-
-    def league_state(self) -> list[list[Any]]:
-        """The league for a checkpoint (weights-only safe): [name, [[infoset, num, den], ...]]."""
-        return [[name, [[key, p.numerator, p.denominator] for key, p in table.items()]]
-                for name, table in self.league.items()]
+        metrics = self.league.grow(iteration, strategy_probes.first_hand_strategy(self))
+        self.population = self.league.population()
+        return metrics
 
     def load_league_state(self, state: Sequence[Sequence[Any]] | None) -> None:
-        """Restore ``league_state`` (a resumed run meets the league it had)."""
-        self.league = {str(name): {str(key): Fraction(int(num), int(den)) for key, num, den in table}
-                       for name, table in (state or [])}
+        """Restore a checkpoint's league (``League.state``) and the population it implies."""
+        self.league.load(state)
         if self.population is not None:
-            self._league_population()
+            self.population = self.league.population()
 
     # -- building meta-episodes -----------------------------------------------------------------
 

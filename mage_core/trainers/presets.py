@@ -1,7 +1,7 @@
 """Named methods: the paper's baselines and ablations (docs/method.md section 9).
 
 A preset fills the ``algorithm`` keys a params file leaves unset; keys given
-explicitly win. A few values depend on the game (``GAME_VALUES``: gamma_traj
+explicitly win. A few values depend on the game (the task's ``Task.method_values``: gamma_traj
 0.9 on Sokoban); ``preset_values(name, game)`` applies them, and the config
 resolves a preset for ``env.name``. Population ablations also name the
 population presets they train against (applied unless params.yaml names a
@@ -101,16 +101,14 @@ PRESET_POPULATIONS: dict[str, dict[str, str]] = {
 #: Presets whose model is never updated (``algorithm.agent`` other than ``trained``).
 PROMPTING = ("react", "reflexion", "a_mem", "memento")
 
-#: Per-game values of every preset (docs/method.md section 4: gamma_traj 0.6, Sokoban 0.9,
-#: as in MAGE's Sokoban training script). Explicit ``algorithm`` keys still win.
-GAME_VALUES: dict[str, dict[str, Any]] = {
-    "sokoban": {"gamma_traj": 0.9},
-}
-
-
 def preset_values(name: str, game: str | None = None) -> dict[str, Any]:
     """The ``algorithm`` values of preset ``name``, with ``game``'s own values
-    (``GAME_VALUES``) when a game is given."""
+    (``Task.method_values``: Sokoban's gamma_traj 0.9, docs/method.md section 4) when a
+    game is given."""
     if name not in PRESETS:
         raise ValueError(f"unknown method preset {name!r}; presets: {', '.join(PRESETS)}")
-    return {**PRESETS[name], **GAME_VALUES.get(game, {})} if game is not None else dict(PRESETS[name])
+    if game is None:
+        return dict(PRESETS[name])
+    from mage_core.envs.registry import task
+
+    return {**PRESETS[name], **task(game).method_values}

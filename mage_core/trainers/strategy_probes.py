@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.envs.registry import task
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.rollout.meta_episode import MetaEpisodeSpec, Response

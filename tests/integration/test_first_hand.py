@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mage_core.trainers import strategy_probes
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker.analysis import exploitability
 from mage_core.evaluation.kuhn_exact import fix_deals

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.backends.openai_generator import EndpointError, OpenAIGenerator
 from mage_core.cli import main
 from mage_core.config import ConfigError, parse_config

@@ -110,7 +110,7 @@ def test_no_code_outside_envs_branches_on_a_game_name() -> None:
 LAYERS: list[set[str]] = [
     {"schema", "io", "algos"},
     {"envs", "opponents"},  # the games: a Task names its opponent catalogue
-    {"policy", "config"},
+    {"policy", "config", "generation"},
     {"rollout"},
     {"backends"},
     {"evaluation"},
@@ -124,7 +124,6 @@ LAYERS: list[set[str]] = [
 KNOWN_UPWARD = {
     ("config", "mage_core.trainers.presets"),  # presets and run settings belong next to the schema
     ("config", "mage_core.trainers.settings"),
-    ("rollout", "mage_core.backends.base"),  # the Generator / SamplingParams protocols belong below rollout
 }
 
 

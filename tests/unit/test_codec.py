@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.config import ConfigError, parse_config
 from mage_core.policy.tokenizer import build_tokenizer
 from mage_core.stages.train import make_codec

@@ -1,4 +1,4 @@
-"""HFGenerator (base.Generator on HF transformers) against straightforward references.
+"""HFGenerator (generation.Generator on HF transformers) against straightforward references.
 
 The references run one unpadded sequence at a time through a full forward pass
 (no KV cache, no padding, no batching), so they share nothing with the batched,
@@ -16,7 +16,7 @@ from transformers.generation.logits_process import (
 )
 
 from mage_core.backends import generator_class
-from mage_core.backends.base import Generator, SamplingParams
+from mage_core.generation import Generator, SamplingParams
 from mage_core.backends.hf import HFGenerator, _filtered_scores, _sample
 from mage_core.policy.model import TinyModelSpec, build_tiny_qwen3
 from tests.generatorcases import (

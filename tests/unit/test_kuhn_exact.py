@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 
 from mage_core.trainers import strategy_probes
-from mage_core.backends.base import Generation
+from mage_core.generation import Generation
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker import analysis
 from mage_core.evaluation.kuhn_exact import exact_greedy_specs

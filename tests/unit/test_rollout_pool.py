@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from mage_core.backends.base import SamplingParams
+from mage_core.generation import SamplingParams
 from mage_core.backends.hf import HFGenerator
 from mage_core.config import ConfigError, parse_config
 from mage_core.rollout.pool import (

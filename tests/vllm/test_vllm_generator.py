@@ -1,4 +1,4 @@
-"""VLLMGenerator (base.Generator on vLLM's offline engine) against HF references.
+"""VLLMGenerator (generation.Generator on vLLM's offline engine) against HF references.
 
 Real vLLM (the CPU build of the test environment: ``make vllm-env``, ``make
 test-vllm``), no mocks. The references are those of test_hf_generator.py: one
@@ -23,7 +23,8 @@ import time  # noqa: E402
 
 import torch  # noqa: E402
 
-from mage_core.backends.base import Generator, LossSettings, Sample, SamplingParams  # noqa: E402
+from mage_core.backends.base import LossSettings, Sample  # noqa: E402
+from mage_core.generation import Generator, SamplingParams  # noqa: E402
 from mage_core.backends.hf import HFGenerator  # noqa: E402
 from mage_core.backends.torch_engine import TorchEngine  # noqa: E402
 from mage_core.backends.vllm_generator import VLLMGenerator  # noqa: E402

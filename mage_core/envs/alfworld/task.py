@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import DataStage, Task, TaskData
+from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
 
 #: The splits each stage plays (training selects on its own games).
 SPLITS = {"train": ("train",), "evaluate": ("eval_in_distribution", "eval_out_of_distribution")}
@@ -59,12 +59,34 @@ TASK = Task(
     name="alfworld",
     title="ALFWorld",
     report_order=2,
+    params="mage_core.envs.alfworld.params:AlfWorldConfig",
+    prompt=TaskPrompt(
+        tag="alfworld",
+        rules=(
+            "You are an expert agent operating in the ALFRED embodied household environment.\n"
+            "# Rules\n"
+            "- You see what is around you as text and act with ONE of the admissible actions listed, e.g. "
+            "go to a receptacle, open or close it, take an object from it, move an object to a receptacle, "
+            "heat, cool or clean an object with an appliance, use a lamp.\n"
+            "- Objects are often inside closed receptacles: search them. The task is done when its goal "
+            "holds.\n"
+            "# Goal\n"
+            "You get several attempts at the same task in the same room. Learn from the earlier attempts "
+            "where things are and finish the task in as few actions as you can."
+        ),
+        action_format=(
+            "Choose ONE admissible action inside <action> </action> tags, e.g. <action>go to cabinet "
+            "1</action>."
+        ),
+    ),
     env_class="mage_core.envs.alfworld.env:AlfWorldEnv",
     reward_bounds=_reward_bounds,
     in_domain_params={"split": "eval_in_distribution"},
     ood_param="split",
+    ood_suite="mage_core.envs.alfworld.params:AlfWorldSuiteConfig",
+    ood_defaults={"unseen_floor_plans": {}},
     # A reset takes ~1 s (fast-downward translates the problem): one random meta-episode
     # covers its prompt shapes; its words come from ``texts``.
-    data=TaskData(problems=_problems, generate="mage_core.stages.alfworld_data:generate_from_params", texts=_texts, action_words=_action_words,
-                  corpus_meta_episodes=1),
+    data=TaskData(problems=_problems, generate="mage_core.stages.alfworld_data:generate_from_params",
+                  texts=_texts, action_words=_action_words, corpus_meta_episodes=1),
 )

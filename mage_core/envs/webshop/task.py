@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import DataStage, Task, TaskData
+from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
 
 #: The splits each stage plays.
 SPLITS = {"train": ("train", "select"), "evaluate": ("eval", "ood")}
@@ -53,9 +53,32 @@ TASK = Task(
     name="webshop",
     title="WebShop",
     report_order=4,
+    params="mage_core.envs.webshop.params:WebShopConfig",
+    prompt=TaskPrompt(
+        tag="webshop",
+        rules=(
+            "You are an expert autonomous agent shopping on the WebShop website.\n"
+            "# Rules\n"
+            "- Each page is shown as text, its parts separated by [SEP]. The instruction says what to buy: "
+            "a product, its attributes, its options (such as size or colour) and a price limit.\n"
+            "- search[query] searches the catalogue from any page. click[name] clicks a button, a product's "
+            "ID, or an option value shown on the page (in lower case), e.g. click[next >], click[buy now].\n"
+            "- On a product's page, click each wanted option value before Buy Now. Buying ends the attempt.\n"
+            "# Goal\n"
+            "You get several attempts at the same instruction. Learn from the earlier attempts and buy the "
+            "product that matches every requirement."
+        ),
+        action_format=(
+            "Choose ONE action, search[query] or click[name], inside <action> </action> tags, e.g. "
+            "<action>click[buy now]</action>."
+        ),
+    ),
     env_class="mage_core.envs.webshop.env:WebShopEnv",
     reward_bounds=_reward_bounds,
     in_domain_params={"split": "eval"},
     ood_param="split",
-    data=TaskData(problems=_problems, generate="mage_core.stages.webshop_data:generate_from_params", texts=_texts, action_words=_action_words),
+    ood_suite="mage_core.envs.webshop.params:WebShopSuiteConfig",
+    ood_defaults={"unseen_categories": {}},
+    data=TaskData(problems=_problems, generate="mage_core.stages.webshop_data:generate_from_params",
+                  texts=_texts, action_words=_action_words),
 )
