@@ -31,15 +31,13 @@ class TaskData:
     ``(cfg, out) -> exit code`` that writes the data folder from params
     (``mage data generate <name>``). ``texts(cfg)``: the task's
     own words for the embedded tokenizer's corpus (random play reaches few of them).
-    ``action_words(env)``: action words later states admit beyond the first state's
-    (each stays one token). ``corpus_meta_episodes``: at most this many random meta-episodes
+    ``corpus_meta_episodes``: at most this many random meta-episodes
     in the tokenizer corpus (None: as many as any game; a slow reset wants fewer).
     """
 
     problems: Callable[[Any, DataStage], list[str]]
     generate: str
     texts: Callable[[Any], Iterator[str]]
-    action_words: Callable[[Any], Iterable[str]]
     corpus_meta_episodes: int | None = None
 
 
@@ -92,6 +90,9 @@ class Task:
       compare with the paper's reference profile of the task.
     - ``method_values``: ``algorithm`` values every method preset takes on this task
       (Sokoban: ``gamma_traj`` 0.9, as the reference training script); explicit keys win.
+    - ``action_words(env)``: compact action words that states after the first admit beyond
+      the first state's (a reset env is given), so each stays one token of the embedded
+      tokenizer (WebShop's pages, ALFWorld's c1..cN, MineSweeper's every cell).
     - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
     """
 
@@ -117,6 +118,7 @@ class Task:
     ood_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reference_keys: tuple[str, ...] = ()
     method_values: Mapping[str, Any] = field(default_factory=dict)
+    action_words: Callable[[Any], Iterable[str]] | None = None
     data: TaskData | None = None
 
     @property

@@ -87,6 +87,7 @@ TASK = Task(
     ood_defaults={"unseen_floor_plans": {}},
     # A reset takes ~1 s (fast-downward translates the problem): one random meta-episode
     # covers its prompt shapes; its words come from ``texts``.
+    action_words=_action_words,
     data=TaskData(problems=_problems, generate="mage_core.stages.alfworld_data:generate_from_params",
-                  texts=_texts, action_words=_action_words, corpus_meta_episodes=1),
+                  texts=_texts, corpus_meta_episodes=1),
 )
