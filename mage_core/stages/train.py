@@ -400,10 +400,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                                      "log-probabilities for PPO, no weight sync); train with hf or vllm, or use a "
                                      "prompting preset (react, reflexion, a_mem, memento)"])
     if cfg.train.select_on == "exact_greedy":
-        from mage_core.envs.registry import GAMES, task
+        from mage_core.envs.registry import games_with
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs
 
-        exact = [g for g in GAMES if task(g).exact_values]
+        exact = games_with("exact_values")  # (a local `task` would shadow the progress bar's below)
         if cfg.env.name not in exact or exact_greedy_specs(
                 cfg.population.entries(cfg.env.name), cfg.opponents.settings(), 1, "same") is None:
             raise ConfigError("params", [f"train.select_on: exact_greedy needs env.name {' or '.join(exact)} and a "
