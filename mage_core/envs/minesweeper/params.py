@@ -20,7 +20,7 @@ class MineSweeperConfig(PenaltyConfig):
     cascade_reward: float = 2.0
     win_reward: float = 10.0
     mine_reward: float = -0.1
-    length_penalty_coef: NonNegativeFloat = 1.0
+    length_penalty_coef: NonNegativeFloat = 0.0
     max_response_tokens: PositiveInt = 1024
 
     def settings(self) -> Any:
