@@ -92,7 +92,7 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
         # The loss terms are token means over the whole batch, combined from the ranks' shares
         # (measured: within 3e-7 relative).
         for key in (k for k in mine if k.startswith("train/ppo/")):
-            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), key
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), (mine["step"], key)
     a, b = final_weights(out), final_weights(one_process)
     # 6 AdamW steps over ranks that sum gradients in another order than one process (Adam's
     # 1/sqrt(v) magnifies the rounding): measured 6.7e-6 at 2 ranks (ZeRO-2) and 1.4e-5 at 3
