@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from mage_core.envs.registry import GAMES, resolve, task
+from mage_core.envs.registry import GAMES, games_with, resolve, task
 from mage_core.opponents.families import member_name
 from mage_core.opponents.kuhn_families import KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
@@ -47,12 +47,17 @@ GameName = Literal[GAMES]  # type: ignore[valid-type]  # the registry's names (m
 TwoPlayerGame = Literal["tic_tac_toe", "kuhn_poker"]
 
 
+def _env_field(game: str) -> tuple[Any, Any]:
+    section = resolve(task(game).params)
+    return section, section()
+
+
 #: ``env``: the game trained on and one section per task, each the class its task declares
 #: (``Task.params``, in the task's folder: ``envs/<name>/params.py``).
 EnvConfig = create_model(
     "EnvConfig", __base__=Strict, __module__=__name__,
     name=(GameName, "kuhn_poker"),
-    **{game: (resolve(task(game).params), resolve(task(game).params)()) for game in GAMES},
+    **{game: _env_field(game) for game in GAMES},
 )
 
 
@@ -550,7 +555,7 @@ class Config(Strict):
             return self
         problems = []
         if not task(self.env.name).strategy_probes:
-            probed = ", ".join(g for g in GAMES if task(g).strategy_probes)
+            probed = ", ".join(games_with("strategy_probes"))
             problems.append(f"env.name {self.env.name}: the league reads the policy's first hand as a behaviour "
                             f"strategy (games where it can: {probed})")
         if self.policy.action_mode != "constrained":

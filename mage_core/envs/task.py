@@ -69,9 +69,8 @@ class Task:
       (``mage_core.opponents.registry.Catalogue``).
     - ``headline``: the per-episode measure a run is judged by (``success``, or ``chips``
       where a fixed strategy already maximises the win rate: section 8 of docs/method.md).
-      A task with ``headline != "success"`` is *scored*: its reports lead with the score
-      in ``score_unit``.
-    - ``score_unit``: what one unit of the score column is (``reward`` or ``chips``).
+      A task with ``headline != "success"`` is *scored*: its reports lead with the score,
+      in that unit (``score_unit``; ``reward`` for the others).
     - ``reward_scale(settings)``: task reward per score unit (Kuhn: reward per chip).
     - ``reward_bounds(settings)``: bounds of one episode's task reward R_k (section 3).
       ``settings`` is the task's section of the config (``cfg.env.<name>``).
@@ -106,7 +105,6 @@ class Task:
     new_game: Callable[[np.random.Generator], Any] | None = None
     opponents: str | None = None
     headline: str = "success"
-    score_unit: str = "reward"
     reward_scale: Callable[[Any], float] = lambda settings: 1.0
     episode_noun: str = "episode"
     draws: bool = False
@@ -129,3 +127,8 @@ class Task:
     def scored(self) -> bool:
         """The headline is the score (chips), not the success rate."""
         return self.headline != "success"
+
+    @property
+    def score_unit(self) -> str:
+        """What one unit of the score column is: the headline of a scored task, else ``reward``."""
+        return self.headline if self.scored else "reward"

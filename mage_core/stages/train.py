@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mage_core.config import Config, ConfigError, PolicyConfig, load_config
+from mage_core.envs.registry import games_with, task
 from mage_core.io.atomic import check_writable, writable_problem, write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
@@ -400,10 +401,9 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                                      "log-probabilities for PPO, no weight sync); train with hf or vllm, or use a "
                                      "prompting preset (react, reflexion, a_mem, memento)"])
     if cfg.train.select_on == "exact_greedy":
-        from mage_core.envs.registry import games_with
         from mage_core.evaluation.kuhn_exact import exact_greedy_specs
 
-        exact = games_with("exact_values")  # (a local `task` would shadow the progress bar's below)
+        exact = games_with("exact_values")
         if cfg.env.name not in exact or exact_greedy_specs(
                 cfg.population.entries(cfg.env.name), cfg.opponents.settings(), 1, "same") is None:
             raise ConfigError("params", [f"train.select_on: exact_greedy needs env.name {' or '.join(exact)} and a "
@@ -494,7 +494,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
         columns = (TextColumn("train {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("{task.fields[status]}"))
         with Progress(*columns, console=console, transient=False, disable=not main) as progress:
-            task = progress.add_task(cfg.algorithm.preset, total=planned, completed=state.iteration, status="")
+            bar = progress.add_task(cfg.algorithm.preset, total=planned, completed=state.iteration, status="")
             while state.iteration < planned:
                 it = state.iteration
                 metrics = trainer.iteration(it, rng, torch_rng)
@@ -515,7 +515,7 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
                 if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
                     _save(checkpoints, engine, state, rng, torch_rng, digest, code, ranks, trainer.league.state(),
                           stored_config)
-                progress.update(task, advance=1, status=_status(metrics, trainer.game, k))
+                progress.update(bar, advance=1, status=_status(metrics, trainer.game, k))
                 done_here += 1
                 if stop_after is not None and done_here >= stop_after:
                     logger.close("KILLED")
@@ -734,8 +734,6 @@ def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Gener
 
 
 def _status(metrics: dict[str, float], game: str, k: int) -> str:
-    from mage_core.envs.registry import task
-
     unit = task(game).headline
     parts = []
     train_key = f"train/rollout/all/{unit}_ep"

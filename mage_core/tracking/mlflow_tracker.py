@@ -100,7 +100,8 @@ def _owner_alive(tags: Mapping[str, str]) -> bool:
         pid = int(tags[PID_TAG])
     except (KeyError, ValueError):
         return True  # not ours to judge
-    if tags.get(PID_NS_TAG, _pid_namespace()) != _pid_namespace():
+    here = _pid_namespace()
+    if tags.get(PID_NS_TAG, here) != here:
         return True  # another pid namespace (container): its pids are not ours to look up
     from mage_core.io.lifeline import pid_alive
 

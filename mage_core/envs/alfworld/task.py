@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
+from mage_core.envs.task import DataStage, Task, TaskData, TaskPrompt
 
 #: The splits each stage plays (training selects on its own games).
 SPLITS = {"train": ("train",), "evaluate": ("eval_in_distribution", "eval_out_of_distribution")}

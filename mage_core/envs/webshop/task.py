@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
+from mage_core.envs.task import DataStage, Task, TaskData, TaskPrompt
 
 #: The splits each stage plays.
 SPLITS = {"train": ("train", "select"), "evaluate": ("eval", "ood")}
