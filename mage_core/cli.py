@@ -73,7 +73,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from mage_core.stages.validate import run
 
-    return run(args.params, args.overrides)
+    return run(args.params, args.overrides, args.sync_dvc)
 
 
 def _cmd_tournament(args: argparse.Namespace) -> int:
@@ -198,8 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check params.yaml and summarise it", description=(
         "Validate params.yaml against the schema (mage_core/config.py). Prints every problem with its dotted "
-        "key and exits 2, or prints the resolved games and opponent populations."), formatter_class=fmt)
+        "key and exits 2, or prints the resolved games and opponent populations. In the project's folder it also "
+        "checks that dvc.runs.yaml (the per-run inputs dvc.yaml reads) matches reproduce.runs: exit 1 when stale."),
+        formatter_class=fmt)
     _add_params(p)
+    p.add_argument("--sync-dvc", action="store_true",
+                   help="rewrite a stale dvc.runs.yaml from reproduce.runs (for `dvc repro` without `mage reproduce`)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("tournament", help="play two players against each other, with confidence intervals",
@@ -210,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
         "opponent names, e.g. random (the uniform-random agent), minimax, mcts-100, pattern-corners, "
         "conservative, cfr, equilibrium-1/6 (see `mage validate`)."), formatter_class=fmt)
     _add_params(p)
-    p.add_argument("--game", choices=["tic_tac_toe", "kuhn_poker"], help="game of a single ad-hoc match")
+    from mage_core.envs.registry import two_player_games
+
+    p.add_argument("--game", choices=two_player_games(), help="game of a single ad-hoc match")
     p.add_argument("--a", metavar="PLAYER", help="player A of a single ad-hoc match")
     p.add_argument("--b", metavar="PLAYER", help="player B of a single ad-hoc match")
     p.add_argument("--games", type=int, metavar="N", help="games per match (overrides params)")
