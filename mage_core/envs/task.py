@@ -27,8 +27,9 @@ class TaskData:
     """A task whose levels, products or games live in files (``env.<name>.data_path``).
 
     ``problems(cfg, stage)``: what keeps ``stage`` from playing the task, as messages that
-    name the key (empty: playable). ``generate``: ``"module:function"`` of the function
-    ``(cfg, out) -> exit code`` that writes the data folder from params
+    name the key (empty: playable). ``params``: ``"module:Class"`` of its ``data.<name>``
+    section of params.yaml (what the generator takes). ``generate``: ``"module:function"``
+    of the function ``(cfg, out) -> exit code`` that writes the data folder from params
     (``mage data generate <name>``). ``texts(cfg)``: the task's
     own words for the embedded tokenizer's corpus (random play reaches few of them).
     ``corpus_meta_episodes``: at most this many random meta-episodes
@@ -36,6 +37,7 @@ class TaskData:
     """
 
     problems: Callable[[Any, DataStage], list[str]]
+    params: str
     generate: str
     texts: Callable[[Any], Iterator[str]]
     corpus_meta_episodes: int | None = None

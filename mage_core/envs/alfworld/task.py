@@ -88,6 +88,7 @@ TASK = Task(
     # A reset takes ~1 s (fast-downward translates the problem): one random meta-episode
     # covers its prompt shapes; its words come from ``texts``.
     action_words=_action_words,
-    data=TaskData(problems=_problems, generate="mage_core.stages.alfworld_data:generate_from_params",
+    data=TaskData(problems=_problems, params="mage_core.envs.alfworld.params:AlfWorldDataConfig",
+                  generate="mage_core.stages.alfworld_data:generate_from_params",
                   texts=_texts, corpus_meta_episodes=1),
 )

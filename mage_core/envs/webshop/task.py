@@ -80,6 +80,7 @@ TASK = Task(
     ood_suite="mage_core.envs.webshop.params:WebShopSuiteConfig",
     ood_defaults={"unseen_categories": {}},
     action_words=_action_words,
-    data=TaskData(problems=_problems, generate="mage_core.stages.webshop_data:generate_from_params",
+    data=TaskData(problems=_problems, params="mage_core.envs.webshop.params:WebShopDataConfig",
+                  generate="mage_core.stages.webshop_data:generate_from_params",
                   texts=_texts),
 )
