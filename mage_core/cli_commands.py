@@ -56,7 +56,7 @@ def add_tournament(sub: Commands, fmt: Formatter) -> None:
     p = sub.add_parser("tournament", help="play two players against each other, with confidence intervals",
                        description=(
         "Play head-to-head matches between two players of a two-player game with alternating seats and fixed "
-        "seeds, and print win/draw/loss rates with 95%% Wilson intervals and the mean payoff (Kuhn Poker: chips "
+        "seeds, and print win/draw/loss rates with 95% Wilson intervals and the mean payoff (Kuhn Poker: chips "
         "per hand). Without --game/--a/--b it plays every match in params.yaml (tournament.matches). Players are "
         "opponent names, e.g. random (the uniform-random agent), minimax, mcts-100, pattern-corners, "
         "conservative, cfr, equilibrium-1/6 (see `mage validate`)."), formatter_class=fmt)
@@ -118,7 +118,7 @@ def add_evaluate(sub: Commands, fmt: Formatter) -> None:
         "population) and out-of-domain (evaluation.ood: Tic-Tac-Toe vs MCTS-1000, Kuhn vs sampled CFR and argmax "
         "CFR, Sokoban with 1 and 3 boxes). Writes trials.parquet (one row per episode, checked by its data "
         "contract before it is written) and metrics.json (Pass@k, success, draw and reward per episode index, "
-        "per opponent and seat, with 95%% intervals; for Kuhn the exploitation ratio) under --out."),
+        "per opponent and seat, with 95% intervals; for Kuhn the exploitation ratio) under --out."),
         formatter_class=fmt)
     _add_params(p)
     _add_run(p)
@@ -318,7 +318,7 @@ def add_ttt(sub: Commands, fmt: Formatter) -> None:
         "For every Tic-Tac-Toe opponent of the population in params.yaml (or those named with --opponent) and each "
         "agent seat: the expectimax best response to the opponent's move distribution (exact for pattern and random "
         "players, estimated from --samples searches per position for MCTS), for the most wins and for never losing, "
-        "each played --games times against the real opponent (win rate with its 95%% interval); then the "
+        "each played --games times against the real opponent (win rate with its 95% interval); then the "
         "population-weighted ceiling of the final episode's win rate. About 1-2 minutes for the balanced population."),
         formatter_class=fmt)
     _add_params(p)
