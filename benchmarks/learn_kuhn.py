@@ -70,7 +70,7 @@ def configure(base: Config, game: str, method: str, restart: str, minutes: float
     data["env"]["name"] = game
     # The method preset decides the algorithm; the profile's tuning knobs
     # (normalization, group scope) are kept where the preset leaves them at MAGE's.
-    from mage_core.trainers.presets import preset_values
+    from mage_core.config.presets import preset_values
 
     chosen, mage = preset_values(method), preset_values("mage")
     data["algorithm"] = {"preset": method, **{key: getattr(base.algorithm, key) for key in ("episode_norm", "group_scope")

@@ -30,10 +30,17 @@ from flows.reproduce import project_settings
 
 def point_jobs(point: Any, parent_run_id: str | None) -> list[StageJob]:
     """The stages of a point's own run (``train@<point>``, ``evaluate@<point>``) in its
-    workspace, and the data stages (``data@<task>``) they depend on."""
+    workspace, and those they depend on (``data@<task>`` for a task with data files:
+    only its own, dvc.runs.yaml)."""
     graph = stage_graph(point.workspace)
-    mine = {stage: ups for stage, ups in graph.items()
-            if stage.endswith(f"@{point.name}") or stage.startswith("data@")}
+    wanted = [stage for stage in graph if stage.endswith(f"@{point.name}")]
+    needed: set[str] = set()
+    while wanted:
+        stage = wanted.pop()
+        if stage not in needed:
+            needed.add(stage)
+            wanted.extend(graph[stage])
+    mine = {stage: ups for stage, ups in graph.items() if stage in needed}
     return [StageJob(point.workspace, stage, f"{point.name}/{stage}",
                      tuple(f"{point.name}/{u}" for u in ups if u in mine), parent_run_id,
                      *stage_resources(point.workspace, stage))

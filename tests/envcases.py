@@ -8,7 +8,7 @@ import numpy as np
 
 from mage_core.config import Config
 from mage_core.envs.base import Env
-from mage_core.envs.registry import make_env
+from mage_core.envs.registry import GAMES, is_single_agent, make_env, task
 from mage_core.opponents.registry import OpponentSettings, make_opponent
 
 CONFIG = Config()
@@ -47,6 +47,8 @@ class Case:
         return make_env(self.game, settings, rng, opponent, self.agent_seat)
 
 
+#: Every two-player game against each opponent in both seats, and every single-agent task
+#: that needs no data files (the registry's: a new environment is covered by adding it there).
 CASES = [Case(g, o, s) for g, names in OPPONENTS.items() for o in names for s in (0, 1)] + [
-    Case("sokoban", None, 0)
+    Case(g, None, 0) for g in GAMES if is_single_agent(g) and task(g).data is None
 ]

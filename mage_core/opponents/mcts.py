@@ -240,50 +240,34 @@ def _search(
     rng: np.random.Generator,
 ) -> int:
     """The search loop on flat lists (node 0 is the root; a node's children
-    occupy ids ``first[i] .. first[i] + count[i] - 1``).
-
-    One long function on purpose: local variables are CPython's fastest, and a
-    helper call per tree step would roughly double the time per simulation.
-    """
+    occupy ids ``first[i] .. first[i] + count[i] - 1``). Selection, evaluation and
+    backup stay inline on purpose: locals are CPython's fastest, and a helper call
+    per tree step would roughly double the time per simulation; only the expansion
+    (at most once per simulation) and the final choice are helpers."""
     kids_of, moves_of, terminal = tables.children, tables.moves, tables.terminal
     sign_of, x_wins, decisive = tables.mover_sign, tables.rollout_x_wins, tables.rollout_decisive
     explore, inverse, inverse_sqrt = _uct_tables(num_simulations, uct_c)
 
     capacity = 1 + 9 * num_simulations
-    node_state = [0] * capacity
-    node_move = [0] * capacity
-    visits = [0] * capacity
+    node_state, node_move, visits, count, tried = ([0] * capacity for _ in range(5))
     total = [0.0] * capacity
     outcome: list[Any] = [None] * capacity  # proven value for the mover, or None
     first = [-1] * capacity
-    count = [0] * capacity
-    tried = [0] * capacity
     node_state[0] = root_state
     num_nodes = 1
     uniforms: list[float] = []
     next_uniform = 0
 
     for _ in range(num_simulations):
-        node, s = 0, root_state
-        path = [0]
-        while terminal[s] is None and visits[node]:
+        node, s, path = 0, root_state, [0]
+        while terminal[s] is None and visits[node]:  # selection
             start = first[node]
             if start < 0:  # expand on the second visit, children shuffled
-                kids, moves = kids_of[s], moves_of[s]
-                k = len(kids)
-                if next_uniform + k > len(uniforms):
-                    uniforms = rng.random(_UNIFORM_BATCH).tolist()
-                    next_uniform = 0
-                order = list(range(k))
-                for i in range(k - 1, 0, -1):  # Fisher-Yates, as numpy's shuffle
-                    j = int(uniforms[next_uniform] * (i + 1))
-                    next_uniform += 1
-                    order[i], order[j] = order[j], order[i]
-                start = num_nodes
+                start, k = num_nodes, len(kids_of[s])
                 num_nodes += k
                 first[node], count[node] = start, k
-                node_state[start:num_nodes] = [kids[o] for o in order]
-                node_move[start:num_nodes] = [moves[o] for o in order]
+                uniforms, next_uniform = _expand(kids_of[s], moves_of[s], start, node_state, node_move,
+                                                 uniforms, next_uniform, rng)
             t = tried[node]
             if t < count[node]:  # unvisited children first, in shuffled order
                 tried[node] = t + 1
@@ -303,20 +287,19 @@ def _search(
             s = node_state[node]
             path.append(node)
 
-        result = terminal[s]
+        result = terminal[s]  # evaluation: the game's result, or one rollout
         if result is not None:
             outcome[node] = result * sign_of[s]
             solved = solver
         else:
             if next_uniform >= len(uniforms):
-                uniforms = rng.random(_UNIFORM_BATCH).tolist()
-                next_uniform = 0
+                uniforms, next_uniform = rng.random(_UNIFORM_BATCH).tolist(), 0
             u = uniforms[next_uniform]
             next_uniform += 1
             result = 1 if u < x_wins[s] else (-1 if u < decisive[s] else 0)
             solved = False
 
-        for node in reversed(path):
+        for node in reversed(path):  # backup, with the MCTS-Solver
             visits[node] += 1
             total[node] += result * sign_of[node_state[node]]
             if solved:
@@ -326,12 +309,43 @@ def _search(
         if outcome[0] is not None:
             break
 
-    start = first[0]
-    best = max(
-        range(start, start + count[0]),
+    return node_move[_best_root_child(first[0], count[0], outcome, visits, total)]
+
+
+def _expand(
+    kids: tuple[int, ...],
+    moves: tuple[int, ...],
+    start: int,
+    node_state: list[int],
+    node_move: list[int],
+    uniforms: list[float],
+    next_uniform: int,
+    rng: np.random.Generator,
+) -> tuple[list[float], int]:
+    """Write a node's children at ids ``start ..`` in a random order (Fisher-Yates
+    as numpy's shuffle, on the batched uniforms); returns the batch and its next
+    unused index, as the search keeps them in locals."""
+    k = len(kids)
+    if next_uniform + k > len(uniforms):
+        uniforms, next_uniform = rng.random(_UNIFORM_BATCH).tolist(), 0
+    order = list(range(k))
+    for i in range(k - 1, 0, -1):  # Fisher-Yates, as numpy's shuffle
+        j = int(uniforms[next_uniform] * (i + 1))
+        next_uniform += 1
+        order[i], order[j] = order[j], order[i]
+    node_state[start:start + k] = [kids[o] for o in order]
+    node_move[start:start + k] = [moves[o] for o in order]
+    return uniforms, next_uniform
+
+
+def _best_root_child(
+    start: int, count: int, outcome: list[Any], visits: list[int], total: list[float]
+) -> int:
+    """The root's child to play: by (proven value or 0, visits, total reward)."""
+    return max(
+        range(start, start + count),
         key=lambda c: (0 if outcome[c] is None else outcome[c], visits[c], total[c]),
     )
-    return node_move[best]
 
 
 def _solve_flat(outcome: list[Any], node: int, start: int, stop: int) -> bool:

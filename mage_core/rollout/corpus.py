@@ -1,9 +1,11 @@
 """Text the embedded tokenizer is built from: the games' own prompts.
 
-Random meta-episodes of every game, rendered through the real prompt code in
-the requested style and every memory mode, plus every action text and the
-response tags. So a word-level tokenizer built from this corpus covers every
-word a prompt or a legal action can contain.
+Random meta-episodes of the game a run plays (``corpus_games``), rendered through the
+real prompt code in the requested style and every memory mode, plus every action text,
+the task's own words (``TaskData.texts``) and the response tags. So a word-level
+tokenizer built from this corpus covers every word a prompt or a legal action of that
+game can contain, and nothing of the others: a run's vocabulary does not change when
+another environment's code or data does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from typing import Iterator
 import numpy as np
 
 from mage_core.config import Config
-from mage_core.envs.registry import GAMES as ALL_GAMES
 from mage_core.envs.registry import is_single_agent, make_env, task
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
@@ -24,9 +25,6 @@ from mage_core.rollout.meta_episode import (
     Response,
 )
 
-#: Games every embedded tokenizer covers: those that read no data files (a run's own
-#: data-backed task is added: ``corpus_games``).
-GAMES = tuple(name for name in ALL_GAMES if task(name).data is None)
 MEMORY_MODES = ("history_only", "reflection_only", "history_and_reflection")
 TAGS = ("<action>", "</action>", "<remark>", "</remark>", "(invalid)")
 
@@ -43,10 +41,9 @@ def _settings(cfg: Config, game: str, style: str, memory: str) -> MetaSettings:
 
 
 def corpus_games(cfg: Config) -> tuple[str, ...]:
-    """The games a run's tokenizer covers: ``GAMES``, and the run's own task when it
-    is a data-backed one (WebShop reads its catalogue; other runs' vocabularies do
-    not depend on whether that data is on disk)."""
-    return GAMES if cfg.env.name in GAMES else (*GAMES, cfg.env.name)
+    """The games a run's tokenizer covers: the one it plays (``env.name``), so its vocabulary,
+    and with it its figures, depend on no other environment's code or data."""
+    return (cfg.env.name,)
 
 
 def task_texts(cfg: Config, game: str) -> Iterator[str]:
@@ -104,7 +101,7 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
         env.reset()
         words.update(env.compact_action(a) for a in env.legal_actions())
-        data = task(game).data
-        if data is not None:  # what later states admit beyond the first (WebShop's pages, ALFWorld's c1..cN)
-            words.update(data.action_words(env))
+        more = task(game).action_words
+        if more is not None:  # what later states admit beyond the first (WebShop's pages, ALFWorld's c1..cN)
+            words.update(more(env))
     return sorted(words)

@@ -98,37 +98,14 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     """Run the suites; write ``trials.parquet`` and ``metrics.json``; return the metrics.
     ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     import pandas as pd
-    import torch
 
     from mage_core.backends import require_built
 
     require_built(cfg.backend.generator)
-    from mage_core.policy.model import load_policy, load_tokenizer, verify_policy
-    from mage_core.stages.train import make_codec, make_generator
-    from mage_core.trainers import strategy_probes
+    from mage_core.stages.train_model import make_codec, make_generator
     from mage_core.trainers.meta_rl import MetaRLTrainer, reward_unit
 
-    from mage_core.stages.task_data import check_task_data
-
-    check_task_data(cfg, "evaluate")  # WebShop's catalogue, before anything is loaded or written
-    check_out_dir(out_dir)  # a folder that cannot be written stops now, not after the evaluation
-    if not (policy_dir / "config.json").is_file():
-        raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
-                                           "`mage train` output's best/ or policy-init/, or a local HF model folder"])
-    try:  # every backend reads these files: a corrupted policy stops here, before any work
-        verify_policy(policy_dir)
-    except ValueError as err:
-        raise ConfigError("command line", [f"--policy: {err}"]) from None
-    if cfg.tracking.mlflow:
-        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
-    torch.set_num_threads(cfg.train.num_threads)
-    try:  # a folder without a manifest (downloaded) that is truncated or incomplete: one line, no work
-        if cfg.backend.generator == "hf" or cfg.rollout.workers > 0:  # Ray actors copy an in-memory model
-            model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype), verified=True)
-        else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
-            model, tokenizer = None, load_tokenizer(policy_dir)
-    except (FileNotFoundError, ValueError) as err:
-        raise ConfigError("command line", [f"--policy: {' '.join(str(err).split())[:400]}"]) from None
+    model, tokenizer = _checked_policy(cfg, policy_dir, out_dir)
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
     game, k = cfg.env.name, trainer.eval_settings.num_episodes
@@ -148,14 +125,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             samples.append(f"# ===== suite {suite.name}\n" + transcripts(metas, trainer.codec.decode))
             suite_rows = trial_rows(metas, suite.name, unit_scale)
             rows += suite_rows
-            summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
-            if spec.exact_values:
-                summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart,
-                                                 trainer.eval_settings.early_stop))
-                # The greedy policy's exact value where the suite's opponents are deterministic.
-                exact = strategy_probes.exact_greedy_values(trainer, list(suite.entries))
-                summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
-                summary.update(strategy_probes.opening_bets(trainer, list(suite.entries)))  # does it probe?
+            summary = _suite_summary(cfg, trainer, suite, suite_rows, k, unit)
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
             headline = summary[f"all/{spec.headline}_ep{k}"]
             seconds = time.perf_counter() - started
@@ -177,6 +147,54 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     if cfg.tracking.mlflow:  # the files from where they now are
         _track(cfg, policy_dir, out_dir, which, n, {**metrics, **timings}, run_name)
     return metrics
+
+
+def _checked_policy(cfg: Config, policy_dir: Path, out_dir: Path) -> tuple[Any, Any]:
+    """The model (None where the generator loads the weights itself) and tokenizer in
+    ``policy_dir``, once the task's data, ``--out``, the policy's files and the tracking
+    store are checked: each stops here, before any work."""
+    import torch
+
+    from mage_core.policy.model import load_policy, load_tokenizer, verify_policy
+    from mage_core.stages.task_data import check_task_data
+
+    check_task_data(cfg, "evaluate")  # WebShop's catalogue, before anything is loaded or written
+    check_out_dir(out_dir)  # a folder that cannot be written stops now, not after the evaluation
+    if not (policy_dir / "config.json").is_file():
+        raise ConfigError("command line", [f"--policy: {policy_dir} holds no model (config.json missing); pass a "
+                                           "`mage train` output's best/ or policy-init/, or a local HF model folder"])
+    try:  # every backend reads these files: a corrupted policy stops here, before any work
+        verify_policy(policy_dir)
+    except ValueError as err:
+        raise ConfigError("command line", [f"--policy: {err}"]) from None
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
+    torch.set_num_threads(cfg.train.num_threads)
+    try:  # a folder without a manifest (downloaded) that is truncated or incomplete: one line, no work
+        if cfg.backend.generator == "hf" or cfg.rollout.workers > 0:  # Ray actors copy an in-memory model
+            model, tokenizer = load_policy(policy_dir, dtype=getattr(torch, cfg.model.dtype), verified=True)
+        else:  # vLLM loads the weights itself; an OpenAI-compatible server holds them
+            model, tokenizer = None, load_tokenizer(policy_dir)
+    except (FileNotFoundError, ValueError) as err:
+        raise ConfigError("command line", [f"--policy: {' '.join(str(err).split())[:400]}"]) from None
+    return model, tokenizer
+
+
+def _suite_summary(cfg: Config, trainer: Any, suite: Suite, suite_rows: list[dict[str, Any]], k: int,
+                   unit: str) -> dict[str, float]:
+    """One suite's figures (``summarize_trials``, with intervals); for a task with exact
+    values also its Kuhn ceilings, the greedy policy's exact value and the opening bets."""
+    from mage_core.trainers import strategy_probes
+
+    summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
+    if task(cfg.env.name).exact_values:
+        summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart,
+                                         trainer.eval_settings.early_stop))
+        # The greedy policy's exact value where the suite's opponents are deterministic.
+        exact = strategy_probes.exact_greedy_values(trainer, list(suite.entries))
+        summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
+        summary.update(strategy_probes.opening_bets(trainer, list(suite.entries)))  # does it probe?
+    return summary
 
 
 #: What ``mage evaluate`` writes into ``--out`` (the whole folder's content).
@@ -217,7 +235,7 @@ def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, met
     (``mage_core.tracking.compare``: Table 1's K-independent keys, the adaptation curves,
     the registered model evaluated, the saved views)."""
     from mage_core.evaluation.aggregate import ENV_LABELS
-    from mage_core.stages.train import config_digest
+    from mage_core.stages.train_resume import config_digest
     from mage_core.tracking.compare import log_comparison
 
     run = open_mlflow_run("evaluate", cfg.tracking.experiment, config_digest(cfg), Path.cwd(),

@@ -4,7 +4,7 @@ Without ``--profile`` the flow runs in the project itself, on params.yaml as it
 is (the CPU default). ``--profile NAME`` applies the dotted-key overrides of
 ``reproduce.profiles.NAME`` in a workspace of its own,
 ``artifacts/profiles/NAME/`` (a small git + DVC repository holding params.yaml,
-dvc.yaml and a copy of mage_core, which the stages depend on), so a quick run
+dvc.yaml, dvc.runs.yaml and a copy of mage_core, which the stages depend on), so a quick run
 never touches the project's params, lock file or reports.
 
 The flow itself runs in a subprocess (``python -m flows reproduce``): nothing in
@@ -26,6 +26,7 @@ from rich.console import Console
 
 from mage_core.config import ConfigError, apply_values, load_config, parse_config
 from mage_core.io.atomic import write_text_atomic
+from mage_core.stages import dvc_runs
 from mage_core.io.workspace_lock import LOCK_NAME, WorkspaceBusy, workspace_lock
 
 console = Console(soft_wrap=True)
@@ -55,7 +56,7 @@ def _run(cmd: list[str], cwd: Path) -> None:
 #: What a workspace's git leaves out: DVC's outputs, MLflow's store, the run lock.
 WORKSPACE_IGNORED = ("artifacts/", "mlflow.db", "mlflow.db.init-lock", "mlartifacts/", "dvc_plots/", LOCK_NAME)
 #: What a workspace's git commits: its inputs and DVC's record of them, never an output.
-WORKSPACE_INPUTS = ("params.yaml", "dvc.yaml", "dvc.lock", ".dvcignore", ".gitignore", ".dvc", "mage_core")
+WORKSPACE_INPUTS = ("params.yaml", "dvc.yaml", dvc_runs.RUNS_FILE, "dvc.lock", ".dvcignore", ".gitignore", ".dvc", "mage_core")
 
 
 def prepare_workspace(project: Path, profile: str) -> Path:
@@ -73,6 +74,7 @@ def write_workspace(project: Path, workspace: Path, data: dict[str, Any], label:
     write_text_atomic(workspace / "params.yaml", yaml.safe_dump(data, sort_keys=False))
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy2(project / name, workspace / name)
+    dvc_runs.write(workspace)  # from the workspace's own runs
     shutil.rmtree(workspace / "mage_core", ignore_errors=True)
     shutil.copytree(project / "mage_core", workspace / "mage_core",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -114,6 +116,8 @@ def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int
         load_config(ws_params, run=name)
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
+    if dvc_runs.write(workspace):  # reproduce.runs edited since: the stage graph follows it
+        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} from reproduce.runs")
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     if not run_flow([flow, str(workspace)], workspace, lock):

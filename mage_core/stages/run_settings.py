@@ -44,7 +44,7 @@ from typing import Any, Mapping
 from mage_core.config import Config, apply_values, parse_config, run_data, run_values
 from mage_core.evaluation.aggregate import markdown_table
 from mage_core.io.dotted import flatten
-from mage_core.trainers.presets import PRESET_POPULATIONS, preset_values
+from mage_core.config.presets import PRESET_POPULATIONS, preset_values
 
 #: reproduce.profiles.<name> holding the paper's settings for a game.
 PAPER_PROFILE = "paper_{env}"

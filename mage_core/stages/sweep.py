@@ -115,20 +115,6 @@ def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
     return names
 
 
-#: What a point generates of a task's data its own run does not read: the train and
-#: evaluate stages list every data folder (dvc.yaml), so each point's workspace runs the
-#: data stages, and a point that does not play the task needs only the smallest data.
-MINIMAL_DATA = {
-    "webshop": {"seed": 0, "products_per_category": 40, "instructions_per_product": 3},  # 720 goals: every split
-    "alfworld": {"seed": 0, "train": 1, "valid_seen": 1, "valid_unseen": 1, "task_types": ["pick_and_place_simple"]},
-}
-
-
-def unused_data_minimal(data: Mapping[str, Any], env: str) -> dict[str, Any]:
-    """``data`` with the smallest settings for every task other than ``env``."""
-    return {**data, **{name: dict(value) for name, value in MINIMAL_DATA.items() if name != env}}
-
-
 def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), name: str | None = None,
          profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None) -> Sweep:
     """Every point of the grid, each one's params built and validated: raises
@@ -172,8 +158,7 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
             resolved = parse_config(apply_values(data, values, where), where)
             run = {"env": resolved.env.name, "method": resolved.algorithm.preset,
                    "set": {k: v for k, v in values.items() if k not in RUN_KEYS}}
-            point_data = {**data, "reproduce": {**data.get("reproduce", {}), "runs": {point: run}},
-                          "data": unused_data_minimal(data.get("data", {}), run["env"])}
+            point_data = {**data, "reproduce": {**data.get("reproduce", {}), "runs": {point: run}}}
             resolved_run = parse_config(run_data(point_data, point, where), where)
             sizes.add((resolved_run.train.iterations, resolved_run.reproduce.eval_per_pair))
         except ConfigError as err:

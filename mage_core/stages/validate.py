@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
@@ -10,12 +11,14 @@ from rich.table import Table
 from mage_core.config import load_config
 from mage_core.envs.registry import two_player_games
 from mage_core.opponents.population import Population
+from mage_core.stages import dvc_runs
 
 
-def run(params: str, overrides: Sequence[str] = ()) -> int:
+def run(params: str, overrides: Sequence[str] = (), sync_dvc: bool = False) -> int:
     cfg = load_config(params, overrides)
     console = Console()
     console.print(f"[green]ok[/]: {params} is valid (seed {cfg.seed}, training game [bold]{cfg.env.name}[/])")
+    status = _check_stage_runs(Path(params), sync_dvc, console)
     for game in two_player_games():
         spec = getattr(cfg.population, game)
         title = f"{game} population: " + (spec if isinstance(spec, str) else "custom")
@@ -28,4 +31,22 @@ def run(params: str, overrides: Sequence[str] = ()) -> int:
         console.print(table)
     if cfg.tournament.matches:
         console.print(f"tournament: {len(cfg.tournament.matches)} match(es) configured")
-    return 0
+    return status
+
+
+def _check_stage_runs(params: Path, sync: bool, console: Console) -> int:
+    """The project's dvc.runs.yaml against its params.yaml (a project's params file
+    only: the one dvc.yaml reads): 1 when stale and not rewritten."""
+    project = params.resolve().parent
+    if params.name != "params.yaml" or not (project / "dvc.yaml").is_file():
+        return 0
+    problem = dvc_runs.stale(project)
+    if problem is None:
+        return 0
+    if sync:
+        dvc_runs.write(project)
+        console.print(f"rewrote {project / dvc_runs.RUNS_FILE} from reproduce.runs", soft_wrap=True)
+        return 0
+    console.print(f"[bold red]stale[/]: {problem}; `dvc repro` would run the old list of runs "
+                  "(`mage validate --sync-dvc` rewrites it; `mage reproduce` does so itself)", soft_wrap=True)
+    return 1

@@ -25,6 +25,7 @@ tuples, str, int (any size), float, bool, None and tensors. RNG states fit:
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import random
@@ -106,6 +107,43 @@ def _unshare(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
+class _RecordingWriter(io.RawIOBase):
+    """A file that keeps the ``OSError`` its writes raised: PyTorch's zip writer reports a failed
+    write as ``RuntimeError: ... unexpected pos``, dropping the cause (a full disk, a file-size
+    limit)."""
+
+    def __init__(self, handle: Any) -> None:
+        super().__init__()
+        self.handle, self.error = handle, None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+
+def _torch_save(obj: Any, path: Path, shown: Path) -> None:
+    """``torch.save(obj, path)``; a write that fails raises its ``OSError``, naming ``shown``."""
+    sink: _RecordingWriter | None = None
+    try:
+        with open(path, "wb") as handle:  # buffered: a short write is retried until it fails outright
+            sink = _RecordingWriter(handle)
+            torch.save(obj, sink)
+    except RuntimeError as err:
+        if sink is None or sink.error is None:
+            raise
+        raise OSError(sink.error.errno, sink.error.strerror, str(shown)) from err
+    except OSError as err:  # the last bytes, flushed when the file closes
+        if err.filename is not None or err.errno is None:
+            raise
+        raise OSError(err.errno, err.strerror, str(shown)) from err
+
+
 class CheckpointManager:
     """Save, find and load checkpoints in one folder (one writer at a time)."""
 
@@ -168,7 +206,7 @@ class CheckpointManager:
         tmp.mkdir()
         try:
             save_file(_unshare(tensors), str(tmp / FILES[0]))
-            torch.save(dict(state), tmp / FILES[1])
+            _torch_save(dict(state), tmp / FILES[1], final)
             files = {}
             for name in FILES:
                 _fsync_file(tmp / name)

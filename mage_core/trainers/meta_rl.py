@@ -348,26 +348,7 @@ class MetaRLTrainer:
         logprobs_s = time.perf_counter() - started - rollout_s - samples_s
         loss = LossSettings(clip_ratio=t.clip_ratio, entropy_coef=entropy_coef, kl_coef=t.kl_coef,
                             kl_estimator=t.kl_estimator)
-        step_metrics: list[dict[str, float]] = []
-        for _ in range(t.ppo_epochs):
-            meta_order = rng.permutation(len(metas))
-            for chunk in np.array_split(meta_order, t.mini_batches_per_epoch):
-                start, stop = self.ranks.share(len(chunk))  # this rank's part of the mini-batch
-                idx = [i for k in chunk[start:stop] for i in range(int(bounds[k]), int(bounds[k + 1]))]
-                if self.ranks.distributed:
-                    least, most = self.ranks.min_max(len(idx))
-                    if least == 0 < most:  # a step is collective: a rank with nothing cannot skip it alone
-                        raise RuntimeError(
-                            f"iteration {it}: a PPO mini-batch left a rank without a decision to train on "
-                            f"({len(chunk)} meta-episodes over {self.ranks.world} ranks); raise "
-                            "train.groups_per_iteration or lower train.mini_batches_per_epoch")
-                if not idx:
-                    continue
-                metrics_step = self.engine.step(
-                    [samples[i] for i in idx], [old[i] for i in idx],
-                    [ref[i] for i in idx] if ref is not None else None, loss)
-                keys = [key for key in TOKEN_MEAN_METRICS if key in metrics_step]
-                step_metrics.append(self.ranks.token_mean(metrics_step, metrics_step["num_tokens"], keys))
+        step_metrics = self._ppo_epochs(it, rng, samples, bounds, old, ref, loss)
         update_s = time.perf_counter() - started - rollout_s - samples_s - logprobs_s
         if sleeping:
             torch.cuda.empty_cache()  # the update's cached blocks, for vLLM to take back
@@ -400,6 +381,36 @@ class MetaRLTrainer:
             "train/time/prompt_tokens_per_s": prompt_tokens / iteration_s,
         })
         return metrics
+
+    def _ppo_epochs(self, it: int, rng: np.random.Generator, samples: Sequence[Any], bounds: np.ndarray,
+                    old: Sequence[torch.Tensor], ref: Sequence[torch.Tensor] | None,
+                    loss: LossSettings) -> list[dict[str, float]]:
+        """``train.ppo_epochs`` passes of PPO steps, each over mini-batches of whole
+        meta-episodes (``bounds``: their sample ranges) in an order drawn from ``rng``;
+        the metrics of every step (token-means over the ranks)."""
+        assert self.engine is not None
+        t = self.cfg.train
+        step_metrics: list[dict[str, float]] = []
+        for _ in range(t.ppo_epochs):
+            meta_order = rng.permutation(len(bounds) - 1)
+            for chunk in np.array_split(meta_order, t.mini_batches_per_epoch):
+                start, stop = self.ranks.share(len(chunk))  # this rank's part of the mini-batch
+                idx = [i for k in chunk[start:stop] for i in range(int(bounds[k]), int(bounds[k + 1]))]
+                if self.ranks.distributed:
+                    least, most = self.ranks.min_max(len(idx))
+                    if least == 0 < most:  # a step is collective: a rank with nothing cannot skip it alone
+                        raise RuntimeError(
+                            f"iteration {it}: a PPO mini-batch left a rank without a decision to train on "
+                            f"({len(chunk)} meta-episodes over {self.ranks.world} ranks); raise "
+                            "train.groups_per_iteration or lower train.mini_batches_per_epoch")
+                if not idx:
+                    continue
+                metrics_step = self.engine.step(
+                    [samples[i] for i in idx], [old[i] for i in idx],
+                    [ref[i] for i in idx] if ref is not None else None, loss)
+                keys = [key for key in TOKEN_MEAN_METRICS if key in metrics_step]
+                step_metrics.append(self.ranks.token_mean(metrics_step, metrics_step["num_tokens"], keys))
+        return step_metrics
 
     # -- evaluation -------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ def _copy_project(tmp: Path) -> Path:
     """A copy of the project's pipeline files under ``tmp``, as a fresh clone would have them."""
     project = tmp / "project"
     project.mkdir()
-    for name in ("params.yaml", "dvc.yaml", ".dvcignore"):
+    for name in ("params.yaml", "dvc.yaml", "dvc.runs.yaml", ".dvcignore"):
         shutil.copy2(ROOT / name, project / name)
     shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
     return project

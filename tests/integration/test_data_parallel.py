@@ -89,10 +89,15 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
         # differ in the last bits picks the same actions here).
         rollout = [k for k in mine if k.startswith(("train/rollout/", "train/batch/"))]
         assert rollout and all(mine[k] == theirs[k] for k in rollout), mine["step"]
-        # The loss terms are token means over the whole batch, combined from the ranks' shares
-        # (measured: within 3e-7 relative).
+        # The loss terms are token means over the whole batch, combined from the ranks' shares:
+        # exact to rounding at equal weights (one epoch of one mini-batch, 1 vs 2 ranks: loss,
+        # entropy and grad norm within 1e-7 relative, measured 2026-11-27). An iteration's figures
+        # average 2 epochs x 2 mini-batches, three of them after Adam steps whose first moves are
+        # lr x sign(gradient): a gradient entry near zero summed in another order can flip, so
+        # they agree less closely (measured 3.7e-5 relative on the loss with a Kuhn-only vocabulary,
+        # 3e-7 with the three-game one, whose unused embedding rows had exactly zero gradients).
         for key in (k for k in mine if k.startswith("train/ppo/")):
-            assert mine[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), key
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-4, abs=2e-6), (mine["step"], key)
     a, b = final_weights(out), final_weights(one_process)
     # 6 AdamW steps over ranks that sum gradients in another order than one process (Adam's
     # 1/sqrt(v) magnifies the rounding): measured 6.7e-6 at 2 ranks (ZeRO-2) and 1.4e-5 at 3

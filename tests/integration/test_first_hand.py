@@ -42,7 +42,7 @@ def test_first_hand_strategy_is_what_the_rollout_samples_from(trainer: MetaRLTra
     opening = strategy_probes.opening_bets(trainer, parse_config({"population": {"kuhn_poker": "probe"}}).population.entries(
         "kuhn_poker"))
     assert [opening[f"all/opening_bet_{c}_ep1"] for c in "JQK"] == pytest.approx(
-        [float(strategy.p_bet[c]) for c in "JQK"], abs=1e-12)
+        [float(strategy.p_bet[c]) for c in "JQK"], abs=1e-6)  # other batches: float32 rounding
     # Play K as first player against `aggressive` (which bets after a check): where the agent
     # checked, its next decision is at Kpb, and the log-prob it sampled with is the strategy's.
     specs = [MetaEpisodeSpec("kuhn_poker", "aggressive", 0, 0, i) for i in range(24)]

@@ -260,3 +260,33 @@ def test_sigkill_at_random_moments_never_breaks_latest(tmp_path: Path) -> None:
     # the next save clears what the killed ones left behind
     manager.save(last_step + 1, {"w": torch.zeros(1)}, {}, {"run": "sigkill", "digest": "d1"})
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_failed_write_of_the_state_file_is_the_os_error_naming_the_checkpoint(tmp_path: Path) -> None:
+    # PyTorch's zip writer turns a failed write into "RuntimeError: ... unexpected pos"; the
+    # checkpoint must report the OSError under it (here a 64 kB file-size limit: EFBIG), naming
+    # the step folder, and leave no step behind. Small weights, a large state file.
+    import resource
+    import subprocess
+    import sys
+
+    script = (
+        "import errno, sys, torch\n"
+        "from mage_core.trainers.checkpoint import CheckpointManager\n"
+        f"manager = CheckpointManager({str(tmp_path / 'ckpt')!r})\n"
+        "try:\n"
+        "    manager.save(1, {'w': torch.zeros(4)}, {'big': torch.zeros(100_000)}, {})\n"
+        "except OSError as err:\n"
+        "    print(err.errno == errno.EFBIG, err.filename)\n"
+        "    sys.exit(0)\n"
+        "sys.exit('no OSError')\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64_000, 64_000))
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, preexec_fn=limit,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", str(tmp_path / "ckpt" / "step-000001")]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == []

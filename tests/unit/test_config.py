@@ -164,3 +164,13 @@ def test_a_run_of_reproduce_is_the_file_with_the_runs_overrides(tmp_path: Path) 
                                    "for the allowed keys)"]
     with pytest.raises(ConfigError, match="'nope' is not one of reproduce.runs"):
         load_config(path, run="nope")
+
+
+def test_a_served_model_needs_free_text_actions() -> None:
+    # The completions route of an OpenAI-compatible server returns text; it scores no candidates.
+    served = {"backend": {"generator": "openai", "openai": {"model": "m"}}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(served)
+    assert err.value.problems == ["backend.generator: openai answers in free text only (the completions route "
+                                  "scores no candidates); set policy.action_mode: free"]
+    assert parse_config({**served, "policy": {"action_mode": "free"}}).backend.generator == "openai"

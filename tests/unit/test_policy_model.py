@@ -300,15 +300,16 @@ def test_every_compact_action_is_one_token_of_the_embedded_tokenizer() -> None:
     from mage_core.stages.train import make_codec
     from mage_core.trainers.meta_rl import meta_settings
 
-    cfg = parse_config({})
-    tok = build_tokenizer(game_corpus(cfg, "compact", meta_episodes_per_game=4), extra_tokens=action_tokens(cfg))
-    codec = make_codec(tok)
-    for game, opponent in (("tic_tac_toe", "random"), ("kuhn_poker", "random"), ("sokoban", None)):
+    for game, opponent in (("tic_tac_toe", "random"), ("kuhn_poker", "random"), ("sokoban", None),
+                           ("minesweeper", None)):
+        cfg = parse_config({"env": {"name": game}})  # a run's tokenizer covers the game it plays
+        tok = build_tokenizer(game_corpus(cfg, "compact", meta_episodes_per_game=4), extra_tokens=action_tokens(cfg))
+        codec = make_codec(tok)
         env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(1),
                        make_opponent(game, opponent, cfg.opponents.settings()) if opponent else None, 0)
         env.reset()
         expected = {"tic_tac_toe": ("(2, 3)", "(2,3)"), "kuhn_poker": ("BET", "meBET"),
-                    "sokoban": ("up, left", "up,left")}[game]
+                    "sokoban": ("up, left", "up,left"), "minesweeper": ("(2, 3)", "(2,3)")}[game]
         assert env.compact_action(expected[0]) == expected[1]
         meta = MetaEpisode(MetaEpisodeSpec(game, opponent, 0, 1, 0), env, meta_settings(cfg, game, 1, False),
                            codec.encode_prompt, codec.encode_action)

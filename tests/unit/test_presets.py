@@ -1,7 +1,7 @@
 """Method presets and the paper profiles pinned to docs/method.md (issue 12, "Presets pinned").
 
 The expected values are written out by hand from docs/method.md (sections 4-6, 9, 10)
-and the MAGE paper, never read from ``mage_core.trainers.presets``: a preset that
+and the MAGE paper, never read from ``mage_core.config.presets``: a preset that
 drifts from the method fails here, and a new preset must be added to the table.
 """
 
@@ -14,7 +14,7 @@ import yaml
 
 from mage_core.config import Config, EnvConfig, parse_config, run_data
 from mage_core.stages.reproduce import profile_params
-from mage_core.trainers.presets import PRESETS, preset_values
+from mage_core.config.presets import PRESETS, preset_values
 
 pytestmark = pytest.mark.unit
 

@@ -38,9 +38,11 @@ def test_reward_bounds_and_scale_from_the_default_params() -> None:
     bounds = {g: task(g).reward_bounds(getattr(cfg.env, g)) for g in GAMES}
     # Kuhn: ante + bet = 2 chips at 5 reward a chip; Tic-Tac-Toe: win 10, loss -10;
     # Sokoban: 7 turns x 3 moves of at worst -0.1 step and -1 box off target, at best
-    # 3 boxes on target (1 each) and the 10 bonus; WebShop and ALFWorld: 0 to success 10.
+    # 3 boxes on target (1 each) and the 10 bonus; WebShop and ALFWorld: 0 to success 10;
+    # MineSweeper: a mine's -0.1 after reveals, or 7 cascades of 2 and the win's 10.
     assert bounds == {"tic_tac_toe": (-10.0, 10.0), "kuhn_poker": (-10.0, 10.0),
-                      "sokoban": (pytest.approx(-23.1), 13.0), "webshop": (0.0, 10.0), "alfworld": (0.0, 10.0)}
+                      "sokoban": (pytest.approx(-23.1), 13.0), "webshop": (0.0, 10.0), "alfworld": (0.0, 10.0),
+                      "minesweeper": (pytest.approx(-0.1), 24.0)}
     assert task("kuhn_poker").reward_scale(cfg.env.kuhn_poker) == 5.0
     assert task("sokoban").reward_scale(cfg.env.sokoban) == 1.0
 

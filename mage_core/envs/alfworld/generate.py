@@ -59,35 +59,22 @@ except ImportError as err:  # pragma: no cover - the alfworld extra is part of `
                       "its build runs `python`, so put the venv's bin first on PATH)") from err
 import numpy as np
 
+from mage_core.envs.alfworld.engine import (
+    expert_walkthrough, game_files, make_expert_env, make_play_env, patch_handcoded_expert_move_command, replay,
+)
+from mage_core.envs.alfworld.task_types import (
+    GOAL_TO_APPLIANCE, GOAL_TO_INVALID_RECEPTACLE, GOAL_TO_PICKUP_TYPE, TASK_TYPES,
+)
+
+#: What other modules import from here; the functions that play games in the engine
+#: (the expert check, a dataset's check) are engine.py's, ``TASK_TYPES`` task_types.py's.
+__all__ = [
+    "SPLIT_FOLDERS", "TASK_TYPES", "FloorPlan", "build_receptacles", "candidate_params", "expert_walkthrough",
+    "game_files", "generate_dataset", "generate_game", "make_expert_env", "make_play_env", "make_traj_data",
+    "patch_handcoded_expert_move_command", "populate_objects", "problem_pddl", "replay", "split_floor_plans",
+]
+
 LAYOUTS_DIR = pjoin(alfworld.gen.__path__[0], "layouts")
-
-TASK_TYPES = {
-    1: "pick_and_place_simple",
-    2: "look_at_obj_in_light",
-    3: "pick_clean_then_place_in_recep",
-    4: "pick_heat_then_place_in_recep",
-    5: "pick_cool_then_place_in_recep",
-    6: "pick_two_obj_and_place",
-}
-
-# Constraints of ALFRED's sampler (gen/scripts/generate_trajectories.py, not in the wheel).
-GOAL_TO_PICKUP_TYPE = {
-    "pick_heat_then_place_in_recep": "Heatable",
-    "pick_cool_then_place_in_recep": "Coolable",
-    "pick_clean_then_place_in_recep": "Cleanable",
-}
-GOAL_TO_INVALID_RECEPTACLE = {
-    "pick_heat_then_place_in_recep": {"Microwave"},
-    "pick_cool_then_place_in_recep": {"Fridge"},
-    "pick_clean_then_place_in_recep": {"SinkBasin"},
-    "pick_two_obj_and_place": {"CoffeeMachine", "ToiletPaperHanger", "HandTowelHolder"},
-}
-# Appliance each transform task needs (the domain's HeatObject/CoolObject/CleanObject).
-GOAL_TO_APPLIANCE = {
-    "pick_heat_then_place_in_recep": "Microwave",
-    "pick_cool_then_place_in_recep": "Fridge",
-    "pick_clean_then_place_in_recep": "SinkBasin",
-}
 
 STATIC_RECEPTACLES = set(C.RECEPTACLES) - C.MOVABLE_RECEPTACLES_SET
 # Objects that can be placed somewhere (all pickupable in THOR).
@@ -375,7 +362,7 @@ def problem_pddl(scene: Scene, traj_data: dict) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Game files and the expert check (what alfworld-generate does)
+# Game files, kept when the expert wins them (what alfworld-generate does; engine.py plays them)
 # --------------------------------------------------------------------------------------------
 
 def write_game(out_dir: str, traj_data: dict, pddl_problem: str, rng: random.Random) -> str:
@@ -395,66 +382,6 @@ def write_game(out_dir: str, traj_data: dict, pddl_problem: str, rng: random.Ran
     with open(gamefile, "w") as f:
         json.dump(gamedata, f)
     return gamefile
-
-
-def patch_handcoded_expert_move_command():
-    """Fix a bug of alfworld 0.4.2's hand-coded expert (still in upstream master).
-
-    The grammar renamed the put command to "move X to Y", but BasePolicy.update_state_tracking
-    still looks for "put" in the last command, so after a successful "move" the expert still
-    believes it holds the object. For pick_two_obj_and_place it then walks back and forth
-    trying to return the first object (and times out). This translates the command back to
-    the form the tracker expects; nothing else of the expert changes. Idempotent.
-    """
-    from alfworld.agents.expert import handcoded_expert as he
-    if getattr(he.BasePolicy.update_state_tracking, "_mage_patched", False):
-        return
-    original = he.BasePolicy.update_state_tracking
-
-    def update_state_tracking(self, game_state, last_action):
-        if last_action.startswith("move ") and " to " in last_action:
-            last_action = "put " + last_action[len("move "):]
-        return original(self, game_state, last_action)
-
-    update_state_tracking._mage_patched = True
-    he.BasePolicy.update_state_tracking = update_state_tracking
-
-
-def make_expert_env():
-    """The environment alfworld-generate uses to check solvability."""
-    import textworld
-    from textworld.envs import PddlEnv
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
-
-    from mage_core.envs.alfworld import grammar
-
-    grammar.install()  # no eval of a game's grammar expressions
-    request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
-    env = PddlEnv(request_infos)
-    env = AlfredDemangler(env, shuffle=False)
-    env = AlfredInfos(env)
-    return AlfredExpert(env, expert_type="handcoded")
-
-
-def expert_walkthrough(env, gamefile: str, max_steps: int = 200, seed: int = 0):
-    """Follow the hand-coded expert to the end (alfworld-generate's is_solvable, with a step
-    cap). Returns (commands, won, error)."""
-    random.seed(seed)  # the expert picks among same-class objects with the global `random`
-    commands = []
-    try:
-        env.load(gamefile)
-        state = env.reset()
-        if state["won"]:
-            return commands, True, "won at reset"
-        for _ in range(max_steps):
-            cmd = state["extra.expert_plan"][0]
-            state, _, done = env.step(cmd)
-            commands.append(cmd)
-            if state["won"]:
-                return commands, True, None
-        return commands, False, "step cap %d reached" % max_steps
-    except Exception as e:  # HandCodedAgentFailed / Timeout surface as exceptions
-        return commands, False, "%s: %s" % (type(e).__name__, e)
 
 
 def game_dir_name(traj_data: dict) -> str:
@@ -548,53 +475,3 @@ def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=No
                 if progress is not None:
                     progress(1)
     return made
-
-
-# --------------------------------------------------------------------------------------------
-# Checking a dataset: every game's walkthrough wins in the real engine
-# --------------------------------------------------------------------------------------------
-
-def game_files(root: str) -> list:
-    """Every ``game.tw-pddl`` under ``root`` (sorted), skipping what ALFWorld skips
-    (paths with "movable" or "Sliced")."""
-    out = []
-    for folder, _, files in os.walk(root):
-        if "game.tw-pddl" in files and "movable" not in folder and "Sliced" not in folder:
-            out.append(pjoin(folder, "game.tw-pddl"))
-    return sorted(out)
-
-
-def make_play_env():
-    """TextWorld's PDDL engine with ALFWorld's wrappers and no expert: what an agent plays
-    (its translation and template parses memoized: cache.py)."""
-    import textworld
-    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
-    from textworld.envs import PddlEnv
-
-    from mage_core.envs.alfworld import cache, grammar
-
-    cache.install()
-    grammar.install()  # no eval of a game's grammar expressions
-    return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True,
-                                                                  extras=["gamefile"])), shuffle=False))
-
-
-def replay(env, gamefile: str) -> tuple:
-    """Play a game's stored walkthrough in the real engine: (won, steps, problem or None).
-    A command the game does not admit is a failure. A file that is no game, or whose
-    grammar holds code, raises ``AlfWorldDataError`` before the engine loads it."""
-    from mage_core.envs.alfworld.grammar import check_game_file
-
-    data = check_game_file(gamefile)
-    walkthrough = data.get("walkthrough")
-    if not data.get("solvable") or not walkthrough:
-        return False, 0, "marked unsolvable or without a walkthrough"
-    env.load(gamefile)
-    state = env.reset()
-    for step, command in enumerate(walkthrough, start=1):
-        if command not in state["admissible_commands"]:
-            return False, step, f"step {step}: {command!r} is not admissible"
-        state, _, done = env.step(command)
-        if state["won"]:
-            return True, step, None
-    return False, len(walkthrough), "the walkthrough ends without winning"

@@ -1,4 +1,4 @@
-"""``env.alfworld`` and ``evaluation.ood.alfworld`` of params.yaml."""
+"""``env.alfworld``, ``evaluation.ood.alfworld`` and ``data.alfworld`` of params.yaml."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from mage_core.envs.params import PenaltyConfig
-from mage_core.schema import NonNegativeFloat, PositiveInt, Strict
+from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Strict
 
 
 class AlfWorldConfig(PenaltyConfig):
@@ -31,3 +31,18 @@ class AlfWorldSuiteConfig(Strict):
     """An out-of-domain ALFWorld suite: the games of a split never trained on."""
 
     split: Literal["eval_out_of_distribution"] = "eval_out_of_distribution"
+
+
+class AlfWorldDataConfig(Strict):
+    """``data.alfworld``: the generated ALFWorld games (``mage data generate alfworld``): games per task type."""
+
+    seed: NonNegativeInt = 0
+    train: NonNegativeInt = 2
+    valid_seen: NonNegativeInt = 1
+    valid_unseen: NonNegativeInt = 1
+    task_types: list[Literal["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                             "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+                             "pick_two_obj_and_place"]] = Field(
+        default_factory=lambda: ["pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                                 "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+                                 "pick_two_obj_and_place"], min_length=1)

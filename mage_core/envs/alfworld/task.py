@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
+from mage_core.envs.task import DataStage, Task, TaskData, TaskPrompt
 
 #: The splits each stage plays (training selects on its own games).
 SPLITS = {"train": ("train",), "evaluate": ("eval_in_distribution", "eval_out_of_distribution")}
@@ -87,6 +87,8 @@ TASK = Task(
     ood_defaults={"unseen_floor_plans": {}},
     # A reset takes ~1 s (fast-downward translates the problem): one random meta-episode
     # covers its prompt shapes; its words come from ``texts``.
-    data=TaskData(problems=_problems, generate="mage_core.stages.alfworld_data:generate_from_params",
-                  texts=_texts, action_words=_action_words, corpus_meta_episodes=1),
+    action_words=_action_words,
+    data=TaskData(problems=_problems, params="mage_core.envs.alfworld.params:AlfWorldDataConfig",
+                  generate="mage_core.stages.alfworld_data:generate_from_params",
+                  texts=_texts, corpus_meta_episodes=1),
 )

@@ -17,15 +17,24 @@ reference facts of section 11 can be asserted with ``==``:
 
 Strategies are read through their P(BET) tables: a ``BehaviourStrategy`` or any
 mapping from infoset string to probability (e.g. the pure strategy returned by
-``best_response``) works as the agent.
+``best_response``) works as the agent. The expectimax across hands behind the
+meta-episode values is ``meta_solver``'s.
 """
 
 from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from typing import Callable, Literal, Mapping, Sequence, Union
+from typing import Callable, Mapping, Sequence, Union
 
+from mage_core.envs.kuhn_poker.meta_solver import (
+    ONE_SIXTH,
+    MetaSolver,
+    Restart,
+    agent_chips,
+    move_probability,
+    solve,
+)
 from mage_core.envs.kuhn_poker.rules import (
     BET,
     DEALS,
@@ -35,16 +44,12 @@ from mage_core.envs.kuhn_poker.rules import (
     PASS,
     chips_for_player0,
     infoset_key,
-    is_showdown,
     is_terminal_history,
 )
 from mage_core.opponents.kuhn import BehaviourStrategy, to_fraction
 
 Strategy = Union[BehaviourStrategy, Mapping[str, object]]
 OpponentMix = Sequence[tuple[object, BehaviourStrategy]]
-Restart = Literal["fresh", "same"]
-
-_ONE_SIXTH = Fraction(1, 6)
 
 
 def _check_seat(agent_seat: int) -> int:
@@ -86,19 +91,6 @@ def _normalised_mix(opponent_mix: OpponentMix) -> list[tuple[Fraction, Behaviour
     return [(weight / total, strategy) for weight, strategy in pairs]
 
 
-def _cards(agent_card: int, opponent_card: int, agent_seat: int) -> tuple[int, int]:
-    return (agent_card, opponent_card) if agent_seat == 0 else (opponent_card, agent_card)
-
-
-def _agent_chips(agent_card: int, opponent_card: int, agent_seat: int, history: tuple[int, ...]) -> int:
-    chips = chips_for_player0(_cards(agent_card, opponent_card, agent_seat), history)
-    return chips if agent_seat == 0 else -chips
-
-
-def _move_probability(p_bet: Fraction, move: int) -> Fraction:
-    return p_bet if move == BET else 1 - p_bet
-
-
 # --------------------------------------------------------------------------- #
 # Expected value and best response
 
@@ -116,12 +108,12 @@ def expected_value(agent: Strategy, opponent: Strategy, agent_seat: int) -> Frac
         p_bet = tables[actor][infoset_key(cards[actor], history)]
         total = Fraction(0)
         for move in MOVES:
-            probability = _move_probability(p_bet, move)
+            probability = move_probability(p_bet, move)
             if probability:
                 total += probability * value(cards, history + (move,))
         return total
 
-    return sum((value(cards, ()) for cards in DEALS), Fraction(0)) * _ONE_SIXTH
+    return sum((value(cards, ()) for cards in DEALS), Fraction(0)) * ONE_SIXTH
 
 
 #: A "world" the agent cannot tell apart: (probability weight, opponent P(BET)
@@ -131,7 +123,7 @@ _World = tuple[Fraction, dict[str, Fraction], int]
 
 def _opponent_branch(worlds: list[_World], history: tuple[int, ...], move: int) -> list[_World]:
     return [
-        (weight * _move_probability(table[infoset_key(card, history)], move), table, card)
+        (weight * move_probability(table[infoset_key(card, history)], move), table, card)
         for weight, table, card in worlds
     ]
 
@@ -161,7 +153,7 @@ def _best_response_details(
 
     def node(card: int, history: tuple[int, ...], worlds: list[_World]) -> Fraction:
         if is_terminal_history(history):
-            return sum((w * _agent_chips(card, o, seat, history) for w, _, o in worlds), Fraction(0))
+            return sum((w * agent_chips(card, o, seat, history) for w, _, o in worlds), Fraction(0))
         if len(history) % 2 == seat:
             values = [node(card, history + (move,), worlds) for move in MOVES]
             best = BET if values[BET] > values[PASS] else PASS
@@ -173,7 +165,7 @@ def _best_response_details(
 
     total = Fraction(0)
     for card in range(3):
-        worlds = [(w * _ONE_SIXTH, table, o) for w, table in mix for o in range(3) if o != card]
+        worlds = [(w * ONE_SIXTH, table, o) for w, table in mix for o in range(3) if o != card]
         total += node(card, (), worlds)
     return total, {key: choices[key] for key in INFOSETS_BY_SEAT[seat]}, indifferent
 
@@ -203,101 +195,6 @@ def type_known_value(opponent_mix: OpponentMix, agent_seat: int) -> Fraction:
 
 # --------------------------------------------------------------------------- #
 # Bayes-optimal meta-episode value (MAGE's objective: the final hand only)
-
-
-class _MetaSolver:
-    """Expectimax over the agent's information states across hands.
-
-    Beliefs are kept UNNORMALISED (weights = prior x likelihood of what was
-    seen); values are linear in them, so a belief is normalised only to key the
-    memo. Worlds are (weight, opponent type, opponent card). A type is whatever
-    ``p_bet(type, infoset)`` reads the opponent's P(BET) from: an index into a
-    finite list of strategies, or (``beta_prior_meta_value``) the counts of the
-    opponent's bets and passes seen so far under a Beta prior, which ``after``
-    updates with every move it sees (conjugacy keeps the posterior exact).
-    """
-
-    def __init__(self, p_bet: Callable[[object, str], Fraction], agent_seat: int, restart: Restart,
-                 fixed: Mapping[str, int] | None = None,
-                 after: Callable[[object, str, int], object] | None = None, early_stop: bool = False) -> None:
-        self._p_bet = p_bet
-        self._after = after
-        self._seat = agent_seat
-        self._restart = restart
-        self._fixed = fixed  # the agent's move at each infoset in every hand but the last
-        self._early_stop = early_stop  # a won hand ends the meta-episode: its chips are the last hand's
-        self._memo: dict[tuple, Fraction] = {}
-
-    def fresh(self, belief: Sequence[tuple[object, Fraction]], hands_left: int) -> Fraction:
-        """Value of the remaining hands, each with a new deal, given (type, weight) pairs."""
-        total = sum((w for _, w in belief), Fraction(0))
-        if total == 0:
-            return Fraction(0)
-        normal = tuple(sorted((t, w / total) for t, w in belief if w))  # type: ignore[type-var]
-        key = ("fresh", hands_left, normal)
-        if key not in self._memo:
-            value = Fraction(0)
-            for card in range(3):
-                worlds = [(b * _ONE_SIXTH, t, o) for t, b in normal for o in range(3) if o != card]
-                value += self._hand(card, (), worlds, hands_left)
-            self._memo[key] = value
-        return total * self._memo[key]
-
-    def same(self, card: int, worlds: list[tuple[Fraction, object, int]], hands_left: int) -> Fraction:
-        """Value of the remaining hands, all replaying the deal with ``card``."""
-        total = sum((w for w, _, _ in worlds), Fraction(0))
-        if total == 0:
-            return Fraction(0)
-        belief = tuple(sorted((t, o, w / total) for w, t, o in worlds))  # type: ignore[type-var]
-        key = ("same", hands_left, card, belief)
-        if key not in self._memo:
-            self._memo[key] = self._hand(card, (), [(w, t, o) for t, o, w in belief], hands_left)
-        return total * self._memo[key]
-
-    def _hand(self, card: int, history: tuple[int, ...], worlds: list, hands_left: int) -> Fraction:
-        worlds = [world for world in worlds if world[0] != 0]
-        if not worlds:
-            return Fraction(0)
-        if is_terminal_history(history):
-            if hands_left == 1:  # the final hand: its chips are the objective
-                return sum((w * _agent_chips(card, o, self._seat, history) for w, _, o in worlds), Fraction(0))
-            if self._early_stop:  # the agent sees whether it won; a won hand is the last one played
-                chips = [_agent_chips(card, o, self._seat, history) for _, _, o in worlds]
-                stopped = sum((w * c for (w, _, _), c in zip(worlds, chips) if c > 0), Fraction(0))
-                lost = [world for world, c in zip(worlds, chips) if c <= 0]
-                return stopped + self._next_hand(card, history, lost, hands_left - 1)
-            return self._next_hand(card, history, worlds, hands_left - 1)
-        if len(history) % 2 == self._seat:
-            if self._fixed is not None and hands_left > 1:
-                return self._hand(card, history + (self._fixed[infoset_key(card, history)],), worlds, hands_left)
-            return max(self._hand(card, history + (move,), worlds, hands_left) for move in MOVES)
-        total = Fraction(0)
-        for move in MOVES:
-            branch = []
-            for w, t, o in worlds:
-                key = infoset_key(o, history)
-                seen = t if self._after is None else self._after(t, key, move)
-                branch.append((w * _move_probability(self._p_bet(t, key), move), seen, o))
-            total += self._hand(card, history + (move,), branch, hands_left)
-        return total
-
-    def _next_hand(self, card: int, history: tuple[int, ...], worlds: list, hands_left: int) -> Fraction:
-        """Split the worlds by what the agent observed, then recurse per signal:
-        a showdown reveals the opponent's card, a fold reveals nothing more."""
-        if is_showdown(history):
-            groups = [[world for world in worlds if world[2] == o] for o in range(3) if o != card]
-        else:
-            groups = [worlds]
-        total = Fraction(0)
-        for group in groups:
-            if self._restart == "same":
-                total += self.same(card, group, hands_left)
-            else:
-                type_weights: dict[object, Fraction] = {}
-                for w, t, _ in group:
-                    type_weights[t] = type_weights.get(t, Fraction(0)) + w
-                total += self.fresh(list(type_weights.items()), hands_left)
-        return total
 
 
 _RESTARTS: dict[str, str] = {
@@ -347,18 +244,8 @@ def _meta_value(opponent_mix: OpponentMix, num_hands: int, restart: Restart, age
     seat = _check_meta(agent_seat, num_hands, restart)
     mix = _normalised_mix(opponent_mix)
     tables = [_table(strategy, 1 - seat, strategy.name) for _, strategy in mix]
-    solver = _MetaSolver(lambda t, key: tables[t][key], seat, restart, fixed, early_stop=early_stop)  # type: ignore[index]
-    return _solve(solver, [(t, weight) for t, (weight, _) in enumerate(mix)], num_hands, restart)
-
-
-def _solve(solver: _MetaSolver, prior: list[tuple[object, Fraction]], num_hands: int, restart: Restart) -> Fraction:
-    if restart == "fresh":
-        return solver.fresh(prior, num_hands)
-    total = Fraction(0)
-    for card in range(3):
-        worlds = [(weight * _ONE_SIXTH, t, o) for t, weight in prior for o in range(3) if o != card]
-        total += solver.same(card, worlds, num_hands)
-    return total
+    solver = MetaSolver(lambda t, key: tables[t][key], seat, restart, fixed, early_stop=early_stop)  # type: ignore[index]
+    return solve(solver, [(t, weight) for t, (weight, _) in enumerate(mix)], num_hands, restart)
 
 
 def _check_meta(agent_seat: int, num_hands: int, restart: str) -> int:
@@ -407,8 +294,8 @@ def beta_prior_meta_value(alpha: object, beta: object, num_hands: int, restart: 
         seen[2 * index[key] + (0 if move == BET else 1)] += 1
         return tuple(seen)
 
-    solver = _MetaSolver(p_bet, seat, restart, fixed, after)
-    return _solve(solver, [((0,) * 12, Fraction(1))], num_hands, restart)
+    solver = MetaSolver(p_bet, seat, restart, fixed, after)
+    return solve(solver, [((0,) * 12, Fraction(1))], num_hands, restart)
 
 
 def beta_prior_mean_strategy(alpha: object, beta: object) -> BehaviourStrategy:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
-from mage_core.envs.task import TaskPrompt, Task
+from mage_core.envs.task import Task, TaskPrompt
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,7 +50,6 @@ TASK = Task(
     new_game=_new_game,
     opponents="mage_core.opponents.registry:KUHN_POKER",
     headline="chips",
-    score_unit="chips",
     reward_scale=lambda settings: settings.reward_per_chip,
     episode_noun="hand",
     exact_values=True,

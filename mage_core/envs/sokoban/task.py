@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mage_core.envs.task import TaskPrompt, Task
+from mage_core.envs.task import Task, TaskPrompt
 
 
 def _reward_bounds(s: Any) -> tuple[float, float]:

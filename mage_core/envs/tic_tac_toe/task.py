@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-
-from mage_core.envs.task import TaskPrompt, Task
+from mage_core.envs.task import Task, TaskPrompt
 
 if TYPE_CHECKING:
     import numpy as np

@@ -20,14 +20,13 @@ multiples of ten above the product's price, appended as ", and price lower than
 X.00 dollars". ``generate_catalogue`` writes a catalogue in this schema from a
 seed, with in-domain categories and out-of-domain ones (``OOD_CATEGORIES``), so
 the project needs no download; a user with the official files points the loader
-at them instead.
+at them instead. Reading the files and checking each record is ``schema``'s part.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,17 +35,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from mage_core.envs.base import check_generator
+from mage_core.envs.webshop.schema import (
+    ATTRIBUTES_FILE, INSTRUCTIONS_FILE, PRODUCTS_FILE, CatalogueError, CatalogueFiles, check_instruction,
+    json_type, normalise_option, parse_pricing, product_fields, read_files,
+)
 
-#: The official file names (the release's ``_1000`` suffix is accepted too).
-PRODUCTS_FILE = "items_shuffle.json"
-ATTRIBUTES_FILE = "items_ins_v2.json"
-INSTRUCTIONS_FILE = "items_human_ins.json"
+#: What other modules import from here (the file names, ``CatalogueError`` and
+#: ``parse_pricing`` live in ``schema``, with the checks of the official files).
+__all__ = [
+    "ATTRIBUTES_FILE", "INSTRUCTIONS_FILE", "OOD_CATEGORIES", "PRODUCTS_FILE", "Catalogue", "CatalogueError",
+    "Goal", "Product", "generate_catalogue", "load_catalogue", "parse_pricing", "price_upper", "write_catalogue",
+]
 _PRICE_RANGE = tuple(range(10, 1000, 10))
-_REQUIRED_PRODUCT_FIELDS = ("asin", "category", "query", "name", "product_category", "pricing")
-
-
-class CatalogueError(ValueError):
-    """A catalogue file is missing, unreadable or lacks a field; the message names it."""
 
 
 @dataclass(frozen=True)
@@ -128,135 +128,6 @@ class Catalogue:
 # --------------------------------------------------------------------------- loading
 
 
-def _find(folder: Path, base: str) -> Path:
-    stem = base[: -len(".json")]
-    for name in (base, f"{stem}_1000.json"):
-        if (folder / name).is_file():
-            return folder / name
-    raise CatalogueError(f"{folder}: no {base} (or {stem}_1000.json); generate one with "
-                         f"`mage webshop generate --out {folder}` or point at the official files")
-
-
-def _read_json(path: Path, expected: type, shape: str) -> Any:
-    """The file's JSON, which must be a ``expected`` (``shape`` says what the file holds)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise CatalogueError(f"{path}: cannot read ({err.strerror or err})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise CatalogueError(f"{path}: not UTF-8 (byte 0x{raw[err.start]:02x} at offset {err.start}); "
-                             f"re-save the file as UTF-8") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CatalogueError(f"{path}: not valid JSON ({err}); fix the file or generate a new catalogue "
-                             f"with `mage webshop generate`") from None
-    if not isinstance(data, expected):
-        raise CatalogueError(f"{path}: the file holds {_json_type(data)}, expected {shape}")
-    return data
-
-
-def _json_type(value: Any) -> str:
-    """A parsed value's JSON type with its article ("null", "a list", "an object", ...)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
-
-
-def parse_pricing(raw: Any) -> tuple[float, ...]:
-    """The official parse: split on '$', keep digits and dots, the first two
-    values. A piece that is not a number ("$1.2.3") raises ``CatalogueError``."""
-    if not raw:
-        return ()
-    values = []
-    for piece in str(raw).split("$")[1:]:
-        digits = re.sub(r"[^\d.]", "", piece)
-        if digits:
-            try:
-                values.append(float(digits))
-            except ValueError:
-                raise CatalogueError(f"pricing {raw!r}: {piece.strip()!r} is not a price") from None
-    return tuple(values[:2])
-
-
-def _normalise_option(value: str) -> str:
-    return value.strip().replace("/", " | ").lower()
-
-
-def _product(row: dict, asin: str, attributes: dict, where: str, attributes_file: Path) -> Product:
-    """One products-file row (``asin`` already checked and upper-cased), its fields type-checked."""
-    missing = [k for k in _REQUIRED_PRODUCT_FIELDS if k not in row]
-    if missing:
-        raise CatalogueError(f"{where}: product {row.get('asin', '?')!r} lacks {', '.join(missing)}")
-    for key in ("category", "query", "name", "product_category"):
-        if not isinstance(row[key], str):
-            raise CatalogueError(f"{where} ({asin}): {key!r} is {_json_type(row[key])}; it must be a string")
-    description = row.get("full_description")
-    if description is not None and not isinstance(description, str):
-        raise CatalogueError(f"{where} ({asin}): 'full_description' is {_json_type(description)}; "
-                             f"it must be a string (or null)")
-    bullets = row.get("small_description") or []
-    if isinstance(bullets, str):
-        bullets = [bullets]
-    if not isinstance(bullets, list) or not all(isinstance(b, str) for b in bullets):
-        raise CatalogueError(f"{where} ({asin}): 'small_description' must be a list of strings or one string")
-    options: dict[str, tuple[str, ...]] = {}
-    raw_options = row.get("customization_options") or {}
-    if not isinstance(raw_options, dict):
-        raise CatalogueError(f"{where} ({asin}): 'customization_options' is {_json_type(raw_options)}; it must "
-                             f"be an object {{type: [{{\"value\": ...}}, ...]}}")
-    for option_type, values in raw_options.items():
-        if values is None:
-            continue
-        if not isinstance(values, list):
-            raise CatalogueError(f"{where} ({asin}): customization_options[{option_type!r}] is "
-                                 f"{_json_type(values)}; it must be a list of {{\"value\": ...}} objects")
-        normalised = []
-        for k, value in enumerate(values):
-            if not isinstance(value, dict) or not isinstance(value.get("value"), str):
-                got = "lacks 'value'" if isinstance(value, dict) and "value" not in value else (
-                    f"has {_json_type(value.get('value'))} 'value'" if isinstance(value, dict)
-                    else f"is {_json_type(value)}")
-                raise CatalogueError(f"{where} ({asin}): customization_options[{option_type!r}][{k}] {got}; "
-                                     f"each option must be an object with a string \"value\"")
-            normalised.append(_normalise_option(value["value"]))
-        options[option_type.lower()] = tuple(normalised)
-    entry = attributes.get(asin, {})
-    if not isinstance(entry, dict):
-        raise CatalogueError(f"{attributes_file}: the entry of {asin} is {_json_type(entry)}; it must be an "
-                             f"object {{\"attributes\": [...], ...}}")
-    attrs = entry.get("attributes") or ["DUMMY_ATTR"]
-    if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
-        raise CatalogueError(f"{attributes_file}: the 'attributes' of {asin} are {_json_type(attrs)}; they must "
-                             f"be a list of strings")
-    return Product(
-        asin=asin, category=row["category"], query=row["query"].lower().strip(),
-        name=row["name"], product_category=row["product_category"],
-        description=description or "", bullets=tuple(bullets),
-        pricing=_pricing(row["pricing"], f"{where} ({asin})"), options=options, attributes=tuple(attrs),
-    )
-
-
-def _pricing(raw: Any, where: str) -> tuple[float, ...]:
-    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-        if not np.isfinite(raw) or raw < 0:
-            raise CatalogueError(f"{where}: pricing {raw!r} is not a price; write \"$12.99\" or \"$5 - $9\"")
-        return (float(raw),)
-    if raw is not None and not isinstance(raw, str):
-        raise CatalogueError(f"{where}: pricing is {_json_type(raw)}; write a string such as \"$12.99\" or "
-                             f"\"$5 - $9\" (empty: $100)")
-    try:
-        return parse_pricing(raw)
-    except CatalogueError as err:
-        raise CatalogueError(f"{where}: {err}") from None
-
-
 def price_upper(price: float, rng: np.random.Generator) -> float:
     """The official limit: the larger of two distinct draws from the next four
     multiples of ten above ``price``; 1,000,000 (no limit) above 980."""
@@ -265,19 +136,6 @@ def price_upper(price: float, rng: np.random.Generator) -> float:
         return 1_000_000.0
     picks = rng.choice(len(candidates), size=2, replace=False)
     return float(max(candidates[i] for i in picks))
-
-
-def _upper_keys(data: dict, path: Path) -> dict:
-    """``data`` keyed by upper-case ASIN; two keys that differ only in case are refused."""
-    out: dict[str, Any] = {}
-    written: dict[str, str] = {}
-    for key, value in data.items():
-        upper = key.upper()
-        if upper in out:
-            raise CatalogueError(f"{path}: keys {written[upper]!r} and {key!r} differ only in case, and ASINs are "
-                                 f"matched upper-cased; merge or rename them")
-        out[upper], written[upper] = value, key
-    return out
 
 
 def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool = False) -> Catalogue:
@@ -296,28 +154,30 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
     field has the wrong type (attributes not a list of strings, an option
     without ``value``, a null instruction, a price that is not one) raises
     ``CatalogueError`` naming the file, the record and the key."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise CatalogueError(f"{folder}: no such catalogue folder; generate one with "
-                             f"`mage webshop generate --out {folder}`")
-    products_file, attributes_file, instructions_file = (
-        _find(folder, name) for name in (PRODUCTS_FILE, ATTRIBUTES_FILE, INSTRUCTIONS_FILE))
-    rows = _read_json(products_file, list, "a list of products")
-    attributes = _upper_keys(_read_json(attributes_file, dict, "an object {asin: {\"attributes\": [...]}}"),
-                             attributes_file)
-    instructions = _upper_keys(_read_json(instructions_file, dict, "an object {asin: [instructions]}"),
-                               instructions_file)
-    if not rows:
-        raise CatalogueError(f"{products_file}: expected a non-empty list of products")
+    files = read_files(Path(folder))
     rng = np.random.default_rng(seed)
+    products = _products(files)
+    prices = _prices(products, rng)
+    goals, skipped = _goals(files, {p.asin: p for p in products}, prices, rng, skip_unknown_goals)
+    if not goals:
+        raise CatalogueError(f"{files.instructions_file}: no usable goal (every instruction "
+                             f"needs instruction_attributes)")
+    order = rng.permutation(len(goals))
+    return Catalogue(products=tuple(products), prices=prices, goals=tuple(goals[i] for i in order),
+                     skipped_goals=skipped)
+
+
+def _products(files: CatalogueFiles) -> list[Product]:
+    """The products file's rows as products, in file order: rows the official loader
+    drops ("nan" or over-long ASINs, repeats) left out, case-only twins refused."""
     products: list[Product] = []
     seen: dict[str, tuple[int, str]] = {}  # upper-case asin -> (row, asin as written)
-    for i, row in enumerate(rows):
-        where = f"{products_file} item {i}"
+    for i, row in enumerate(files.rows):
+        where = f"{files.products_file} item {i}"
         if not isinstance(row, dict):
-            raise CatalogueError(f"{where}: {_json_type(row)}, not a product object")
+            raise CatalogueError(f"{where}: {json_type(row)}, not a product object")
         if "asin" in row and not isinstance(row["asin"], str):
-            raise CatalogueError(f"{where}: 'asin' is {_json_type(row['asin'])}; it must be a string")
+            raise CatalogueError(f"{where}: 'asin' is {json_type(row['asin'])}; it must be a string")
         written = row.get("asin", "")
         asin = written.upper()  # the site upper-cases the IDs it is given
         if written == "nan" or len(asin) > 10:
@@ -331,7 +191,13 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
             raise CatalogueError(f"{where}: asin {written!r} and item {first}'s {first_written!r} differ only in "
                                  f"case, and ASINs are matched upper-cased; rename one")
         seen[asin] = (i, written)
-        products.append(_product(row, asin, attributes, where, attributes_file))
+        products.append(Product(**product_fields(row, asin, files.attributes, where, files.attributes_file)))
+    return products
+
+
+def _prices(products: list[Product], rng: np.random.Generator) -> dict[str, float]:
+    """The price each product is sold at: its price, $100 without one, or a draw
+    from its range (one draw per ranged product, in product order)."""
     prices = {}
     for p in products:
         if not p.pricing:
@@ -340,56 +206,44 @@ def load_catalogue(folder: str | Path, seed: int = 233, skip_unknown_goals: bool
             prices[p.asin] = p.pricing[0]
         else:
             prices[p.asin] = round(float(rng.uniform(p.pricing[0], p.pricing[1])), 2)
-    by_asin = {p.asin: p for p in products}
+    return prices
+
+
+def _goals(files: CatalogueFiles, by_asin: dict[str, Product], prices: dict[str, float],
+           rng: np.random.Generator, skip_unknown_goals: bool) -> tuple[list[Goal], int]:
+    """The goals of the instructions file in file order (each draws its price
+    limit), and how many instructions were skipped for unknown products."""
+    instructions_file = files.instructions_file
     goals, skipped = [], 0
-    for asin, entries in instructions.items():
+    for asin, entries in files.instructions.items():
         if asin not in by_asin:
             if skip_unknown_goals:
                 skipped += len(entries) if isinstance(entries, list) else 1
                 continue
             raise CatalogueError(f"{instructions_file}: goal for product {asin!r}, which "
-                                 f"{products_file.name} does not have (with the official 1000-product file, "
+                                 f"{files.products_file.name} does not have (with the official 1000-product file, "
                                  f"set env.webshop.skip_unknown_goals: true to ignore such goals)")
         if not isinstance(entries, list):
-            raise CatalogueError(f"{instructions_file}: the instructions of {asin} are {_json_type(entries)}; "
+            raise CatalogueError(f"{instructions_file}: the instructions of {asin} are {json_type(entries)}; "
                                  f"they must be a list of {{\"instruction\": ..., \"instruction_attributes\": [...]}}")
         product = by_asin[asin]
         for j, entry in enumerate(entries):
-            where = f"{instructions_file}: instruction {j} of {asin}"
-            if not isinstance(entry, dict):
-                raise CatalogueError(f"{where} is {_json_type(entry)}, not an object")
-            for key in ("instruction", "instruction_attributes"):
-                if key not in entry:
-                    raise CatalogueError(f"{where} lacks {key!r}")
-            wanted = entry["instruction_attributes"]
-            if wanted is not None and (not isinstance(wanted, list) or not all(isinstance(a, str) for a in wanted)):
-                raise CatalogueError(f"{where}: 'instruction_attributes' is {_json_type(wanted)}; it must be a "
-                                     f"list of strings")
-            if not wanted:
-                continue  # as the official loader
-            if not isinstance(entry["instruction"], str) or not entry["instruction"].strip():
-                got = "empty" if isinstance(entry["instruction"], str) else f"{_json_type(entry['instruction'])}"
-                raise CatalogueError(f"{where}: 'instruction' is {got}; it must be the instruction text")
-            wanted_options = entry.get("instruction_options") or []
-            if not isinstance(wanted_options, list) or not all(isinstance(o, str) for o in wanted_options):
-                raise CatalogueError(f"{where}: 'instruction_options' must be a list of strings (option values)")
+            checked = check_instruction(entry, f"{instructions_file}: instruction {j} of {asin}")
+            if checked is None:
+                continue  # no instruction_attributes, as the official loader
+            instruction, wanted, wanted_options = checked
             upper = price_upper(prices[asin], rng)
-            text = entry["instruction"].strip(".")
+            text = instruction.strip(".")
             if upper < 1_000_000:
                 text += f", and price lower than {upper:.2f} dollars"
             goals.append(Goal(
                 asin=asin, category=product.category, query=product.query, name=product.name,
                 product_category=product.product_category, instruction=text,
                 attributes=tuple(wanted),
-                options=tuple(_normalise_option(o) for o in wanted_options),
+                options=tuple(normalise_option(o) for o in wanted_options),
                 price_upper=upper,
             ))
-    if not goals:
-        raise CatalogueError(f"{instructions_file}: no usable goal (every instruction "
-                             f"needs instruction_attributes)")
-    order = rng.permutation(len(goals))
-    return Catalogue(products=tuple(products), prices=prices, goals=tuple(goals[i] for i in order),
-                     skipped_goals=skipped)
+    return goals, skipped
 
 
 # --------------------------------------------------------------------------- generation

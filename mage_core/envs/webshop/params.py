@@ -1,4 +1,4 @@
-"""``env.webshop`` and ``evaluation.ood.webshop`` of params.yaml."""
+"""``env.webshop``, ``evaluation.ood.webshop`` and ``data.webshop`` of params.yaml."""
 
 from __future__ import annotations
 
@@ -35,3 +35,11 @@ class WebShopSuiteConfig(Strict):
     """An out-of-domain WebShop suite: the goals of a split never trained on."""
 
     split: Literal["ood"] = "ood"
+
+
+class WebShopDataConfig(Strict):
+    """``data.webshop``: the generated WebShop catalogue (``mage data generate webshop``)."""
+
+    seed: NonNegativeInt = 0
+    products_per_category: PositiveInt = 60
+    instructions_per_product: PositiveInt = 3

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Iterator
 
-from mage_core.envs.task import TaskPrompt, DataStage, Task, TaskData
+from mage_core.envs.task import DataStage, Task, TaskData, TaskPrompt
 
 #: The splits each stage plays.
 SPLITS = {"train": ("train", "select"), "evaluate": ("eval", "ood")}
@@ -79,6 +79,8 @@ TASK = Task(
     ood_param="split",
     ood_suite="mage_core.envs.webshop.params:WebShopSuiteConfig",
     ood_defaults={"unseen_categories": {}},
-    data=TaskData(problems=_problems, generate="mage_core.stages.webshop_data:generate_from_params",
-                  texts=_texts, action_words=_action_words),
+    action_words=_action_words,
+    data=TaskData(problems=_problems, params="mage_core.envs.webshop.params:WebShopDataConfig",
+                  generate="mage_core.stages.webshop_data:generate_from_params",
+                  texts=_texts),
 )

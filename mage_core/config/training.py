@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Probability, Strict
-from mage_core.trainers.presets import PRESETS, preset_values
+from mage_core.config.presets import PRESETS, preset_values
 
 
 class ModelConfig(Strict):

@@ -1,0 +1,102 @@
+"""``reproduce``, ``sweep`` and ``tracking`` of params.yaml: which runs the paper
+reproduction trains (dvc.yaml), the ablation grids (``mage sweep``), and MLflow."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Mapping
+
+from pydantic import AfterValidator, Field, StringConstraints, field_validator
+
+from mage_core.config.tasks import GameName
+from mage_core.schema import PositiveInt, Strict
+
+
+class RunConfig(Strict):
+    """One training run of the reproduction: an environment, a method preset, and
+    dotted-key overrides of its own (e.g. a smaller batch for a slow game)."""
+
+    env: GameName
+    method: str
+    set: dict[str, Any] = {}
+
+    @field_validator("method")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from mage_core.config.presets import preset_values
+
+        preset_values(v)  # raises with the valid names
+        return v
+
+
+RunName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")]
+ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+
+
+class ReproduceConfig(Strict):
+    """The paper reproduction (dvc.yaml, `mage reproduce`): which runs, how long."""
+
+    runs: dict[RunName, RunConfig] = {"kuhn_poker-mage": RunConfig(env="kuhn_poker", method="mage")}
+    iterations: PositiveInt = 40
+    eval_per_pair: PositiveInt = 200
+    max_concurrent: PositiveInt = 1
+    profiles: dict[ProfileName, dict[str, Any]] = {}
+
+
+GridName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+
+
+def _dotted_keys(values: Mapping[str, Any]) -> Mapping[str, Any]:
+    bad = [key for key in values if not key or any(not part for part in key.split("."))]
+    if bad:
+        raise ValueError(f"{', '.join(map(repr, bad))}: not a dotted key such as train.learning_rate")
+    return values
+
+
+class GridConfig(Strict):
+    """An ablation grid: dotted-key overrides every point shares (``set``) and the
+    keys it varies (``vary``: key -> values); its points are the product of the
+    ``vary`` lists, each a training run plus its evaluation (``mage sweep``)."""
+
+    set: Annotated[dict[str, Any], AfterValidator(_dotted_keys)] = {}
+    vary: dict[str, list[Any]]
+
+    @field_validator("vary")
+    @classmethod
+    def _lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        _dotted_keys(v)
+        if not v:
+            raise ValueError("name at least one key to vary, e.g. {algorithm.preset: [mage, lamer]}")
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"{key}: give at least one value")
+            if len({repr(value) for value in values}) != len(values):
+                raise ValueError(f"{key}: a value is listed twice ({values})")
+        return v
+
+
+class SweepConfig(Strict):
+    """Ablation grids (``mage sweep``): the paper's, by name, and how many points run at once."""
+
+    max_concurrent: PositiveInt = 2
+    grids: dict[GridName, GridConfig] = {}
+
+
+class TrackingConfig(Strict):
+    """Run tracking: every stage execution is an MLflow run when ``mlflow`` is on.
+    The store is ``MLFLOW_TRACKING_URI``, else ``mlflow.db`` (sqlite) in the project.
+    Off by default in the schema, so library use and tests write no store
+    unless asked; the project's params.yaml turns it on."""
+
+    mlflow: bool = False
+    experiment: Annotated[str, StringConstraints(min_length=1)] = "mage"
+    #: CPU, memory, disk and network of the machine (GPU where nvidia-ml-py sees one) as
+    #: ``system/*`` metrics of every stage run, sampled every 10 s
+    #: (``MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL``) plus once at its end.
+    system_metrics: bool = True
+    #: A trained run's ``best/`` as a version of the registered model ``mage-<env>-<method>``.
+    register_models: bool = True
+    #: Seconds a stage waits at its end for an unreachable store to take what is still queued
+    #: (metrics are sent in the background: an outage never stops training; docs/faults.md).
+    flush_timeout_s: Annotated[float, Field(ge=0)] = 60.0
+
+

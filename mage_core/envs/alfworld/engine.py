@@ -1,0 +1,132 @@
+"""ALFWorld's games in TextWorld's PDDL engine: the hand-coded expert that decides
+whether a generated game is kept, and the play env and walkthrough replay that check
+a dataset (``generate`` re-exports all of it; its callers import it from there).
+
+The alfworld and textworld imports are inside the functions, so importing this
+module stays cheap; like ``generate``, it points $ALFWORLD_DATA away first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from os.path import join as pjoin
+
+# Importing alfworld.info creates $ALFWORLD_DATA (default ~/.cache/alfworld): point it to a
+# temporary folder before any alfworld import (as generate does). Nothing here reads that folder.
+os.environ.setdefault("ALFWORLD_DATA", pjoin(tempfile.gettempdir(), "alfworld_data_unused"))
+
+
+# --------------------------------------------------------------------------------------------
+# The expert check (what alfworld-generate does)
+# --------------------------------------------------------------------------------------------
+
+def patch_handcoded_expert_move_command():
+    """Fix a bug of alfworld 0.4.2's hand-coded expert (still in upstream master).
+
+    The grammar renamed the put command to "move X to Y", but BasePolicy.update_state_tracking
+    still looks for "put" in the last command, so after a successful "move" the expert still
+    believes it holds the object. For pick_two_obj_and_place it then walks back and forth
+    trying to return the first object (and times out). This translates the command back to
+    the form the tracker expects; nothing else of the expert changes. Idempotent.
+    """
+    from alfworld.agents.expert import handcoded_expert as he
+    if getattr(he.BasePolicy.update_state_tracking, "_mage_patched", False):
+        return
+    original = he.BasePolicy.update_state_tracking
+
+    def update_state_tracking(self, game_state, last_action):
+        if last_action.startswith("move ") and " to " in last_action:
+            last_action = "put " + last_action[len("move "):]
+        return original(self, game_state, last_action)
+
+    update_state_tracking._mage_patched = True
+    he.BasePolicy.update_state_tracking = update_state_tracking
+
+
+def make_expert_env():
+    """The environment alfworld-generate uses to check solvability."""
+    import textworld
+    from textworld.envs import PddlEnv
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
+
+    from mage_core.envs.alfworld import grammar
+
+    grammar.install()  # no eval of a game's grammar expressions
+    request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    env = PddlEnv(request_infos)
+    env = AlfredDemangler(env, shuffle=False)
+    env = AlfredInfos(env)
+    return AlfredExpert(env, expert_type="handcoded")
+
+
+def expert_walkthrough(env, gamefile: str, max_steps: int = 200, seed: int = 0):
+    """Follow the hand-coded expert to the end (alfworld-generate's is_solvable, with a step
+    cap). Returns (commands, won, error)."""
+    random.seed(seed)  # the expert picks among same-class objects with the global `random`
+    commands = []
+    try:
+        env.load(gamefile)
+        state = env.reset()
+        if state["won"]:
+            return commands, True, "won at reset"
+        for _ in range(max_steps):
+            cmd = state["extra.expert_plan"][0]
+            state, _, done = env.step(cmd)
+            commands.append(cmd)
+            if state["won"]:
+                return commands, True, None
+        return commands, False, "step cap %d reached" % max_steps
+    except Exception as e:  # HandCodedAgentFailed / Timeout surface as exceptions
+        return commands, False, "%s: %s" % (type(e).__name__, e)
+
+
+# --------------------------------------------------------------------------------------------
+# Checking a dataset: every game's walkthrough wins in the real engine
+# --------------------------------------------------------------------------------------------
+
+def game_files(root: str) -> list:
+    """Every ``game.tw-pddl`` under ``root`` (sorted), skipping what ALFWorld skips
+    (paths with "movable" or "Sliced")."""
+    out = []
+    for folder, _, files in os.walk(root):
+        if "game.tw-pddl" in files and "movable" not in folder and "Sliced" not in folder:
+            out.append(pjoin(folder, "game.tw-pddl"))
+    return sorted(out)
+
+
+def make_play_env():
+    """TextWorld's PDDL engine with ALFWorld's wrappers and no expert: what an agent plays
+    (its translation and template parses memoized: cache.py)."""
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+    from textworld.envs import PddlEnv
+
+    from mage_core.envs.alfworld import cache, grammar
+
+    cache.install()
+    grammar.install()  # no eval of a game's grammar expressions
+    return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True,
+                                                                  extras=["gamefile"])), shuffle=False))
+
+
+def replay(env, gamefile: str) -> tuple:
+    """Play a game's stored walkthrough in the real engine: (won, steps, problem or None).
+    A command the game does not admit is a failure. A file that is no game, or whose
+    grammar holds code, raises ``AlfWorldDataError`` before the engine loads it."""
+    from mage_core.envs.alfworld.grammar import check_game_file
+
+    data = check_game_file(gamefile)
+    walkthrough = data.get("walkthrough")
+    if not data.get("solvable") or not walkthrough:
+        return False, 0, "marked unsolvable or without a walkthrough"
+    env.load(gamefile)
+    state = env.reset()
+    for step, command in enumerate(walkthrough, start=1):
+        if command not in state["admissible_commands"]:
+            return False, step, f"step {step}: {command!r} is not admissible"
+        state, _, done = env.step(command)
+        if state["won"]:
+            return True, step, None
+    return False, len(walkthrough), "the walkthrough ends without winning"

@@ -1,0 +1,93 @@
+"""dvc.runs.yaml: each run's stages depend on its own task's data and on no other's."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mage_core.config import ConfigError
+from mage_core.envs.registry import task
+from mage_core.stages import dvc_runs
+from mage_core.stages.validate import run as validate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+def test_the_committed_file_is_the_one_params_yaml_gives() -> None:
+    assert dvc_runs.stale(ROOT) is None, "run `mage validate --sync-dvc` and commit dvc.runs.yaml"
+
+
+def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
+    """DVC's own view of the committed dvc.yaml: a run of a task with data files depends on
+    that folder only; any other run on no data folder (the Kuhn runs read no ALFWorld data)."""
+    from dvc.repo import Repo
+
+    runs = _params()["reproduce"]["runs"]
+    with Repo(str(ROOT)) as repo:
+        deps = {stage.name: {str(d.def_path) for d in stage.deps} for stage in repo.index.stages}
+    for name, spec in runs.items():
+        env = spec["env"]
+        own = {f"data/{env}"} if task(env).data is not None else set()
+        for stage in (f"train@{name}", f"evaluate@{name}"):
+            data = {path for path in deps[stage] if path.startswith("data/")}
+            assert data == own, (stage, deps[stage])
+            assert "mage_core" in deps[stage]
+    assert {"data/webshop", "data/alfworld"}.isdisjoint(deps["train@kuhn_poker-mage"])
+
+
+def test_a_runs_own_data_path_is_its_input() -> None:
+    data = _params()
+    data["reproduce"]["runs"] = {
+        "shop": {"env": "webshop", "method": "grpo", "set": {"env.webshop.data_path": "data/shop_small"}},
+        "poker": {"env": "kuhn_poker", "method": "mage"},
+    }
+    assert dvc_runs.run_inputs(data) == {"shop": {"env": "webshop", "inputs": "data/shop_small"},
+                                         "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+
+
+def test_a_bad_run_is_a_config_error_naming_it() -> None:
+    data = _params()
+    data["reproduce"]["runs"] = {"x": {"env": "webshop", "method": "grpo", "set": {"env.webshop.max_turns": -1}}}
+    with pytest.raises(ConfigError) as err:
+        dvc_runs.render(data)
+    assert "as run x" in str(err.value) and "max_turns" in str(err.value)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for name in ("params.yaml", "dvc.yaml", "dvc.runs.yaml"):
+        shutil.copy2(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pytest.CaptureFixture) -> None:
+    data = _params()
+    edited = copy.deepcopy(data)
+    edited["reproduce"]["runs"] = {"kuhn_poker-mage": data["reproduce"]["runs"]["kuhn_poker-mage"]}
+    (project / "params.yaml").write_text(yaml.safe_dump(edited, sort_keys=False), encoding="utf-8")
+    before = (project / "dvc.runs.yaml").read_text()
+
+    assert validate(str(project / "params.yaml")) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "dvc.runs.yaml: does not match reproduce.runs" in out and "mage validate --sync-dvc" in out
+    assert (project / "dvc.runs.yaml").read_text() == before  # a check writes nothing
+
+    assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
+    assert dvc_runs.stale(project) is None
+    listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
+    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+    assert validate(str(project / "params.yaml")) == 0
+
+
+def test_validate_of_a_params_file_outside_a_project_checks_no_stage_file(tmp_path: Path) -> None:
+    shutil.copy2(ROOT / "params.yaml", tmp_path / "params.yaml")  # no dvc.yaml beside it
+    assert validate(str(tmp_path / "params.yaml")) == 0
+    assert not (tmp_path / "dvc.runs.yaml").exists()

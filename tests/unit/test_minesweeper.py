@@ -1,0 +1,126 @@
+"""MineSweeper's rules, oracle and agent environment, against boards worked out by hand."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mage_core.envs.base import Outcome
+from mage_core.envs.minesweeper.board import Board, draw_board, mine_probabilities, safe_cells
+from mage_core.envs.minesweeper.env import MineSweeperEnv, MineSweeperSettings
+
+pytestmark = pytest.mark.unit
+
+# A 4 x 4 board, mines at (0, 2) and (2, 0) (0-based), each cell's count worked out by hand:
+#   0 1 * 1
+#   1 2 1 1
+#   * 1 0 0
+#   1 1 0 0
+MINES = frozenset({(0, 2), (2, 0)})
+
+
+def board(opened: frozenset[tuple[int, int]] = frozenset()) -> Board:
+    return Board(4, 4, MINES, opened)
+
+
+def test_counts_and_flood_fill() -> None:
+    b = board()
+    assert [[b.count((r, c)) for c in range(4)] for r in range(4)] == [
+        [0, 1, 0, 1], [1, 2, 1, 1], [0, 1, 0, 0], [1, 1, 0, 0]]  # a mine's own count: its neighbours
+    assert b.reveal((0, 0)).opened == {(0, 0), (0, 1), (1, 0), (1, 1)}  # one zero and its border
+    # The zeros (2,2), (2,3), (3,2), (3,3) and their border (1,1), (1,2), (1,3), (2,1), (3,1):
+    assert b.reveal((3, 3)).opened == {(2, 2), (2, 3), (3, 2), (3, 3), (1, 1), (1, 2), (1, 3), (2, 1), (3, 1)}
+    assert b.reveal((0, 1)).opened == {(0, 1)}  # a number opens itself only
+
+
+def test_win_loss_and_symbols() -> None:
+    b = board().reveal((0, 0)).reveal((3, 3))
+    assert b.closed() == [(0, 2), (0, 3), (2, 0), (3, 0)]
+    assert not b.reveal((0, 3)).won and b.reveal((0, 3)).reveal((3, 0)).won
+    lost = b.reveal((0, 2))
+    assert lost.lost and not lost.won
+    assert [" ".join(row) for row in lost.symbol_rows()] == [". 1 * ?", "1 2 1 1", "? 1 . .", "? 1 . ."]
+    with pytest.raises(ValueError, match="the game is over"):
+        lost.reveal((0, 3))
+    with pytest.raises(ValueError, match=r"cell \(0, 0\) is not a closed cell"):
+        b.reveal((0, 0))
+
+
+def test_the_oracle_is_exact() -> None:
+    # After opening (0, 0): (0,1)=1 sees the closed (0,2), (1,2); (1,0)=1 sees (2,0), (2,1);
+    # (1,1)=2 sees those four and (2,2). With two mines: one in each pair, (2,2) and every
+    # other closed cell free: 2 x 2 placements.
+    b = board().reveal((0, 0))
+    half = Fraction(1, 2)
+    p = mine_probabilities(b, 2)
+    assert p == {(0, 2): half, (0, 3): 0, (1, 2): half, (1, 3): 0, (2, 0): half, (2, 1): half, (2, 2): 0,
+                 (2, 3): 0, (3, 0): 0, (3, 1): 0, (3, 2): 0, (3, 3): 0}
+    assert safe_cells(b, 2) == [(0, 3), (1, 3), (2, 2), (2, 3), (3, 0), (3, 1), (3, 2), (3, 3)]
+    # At most 1 + 1 + the 7 unconstrained cells can hold mines: 10 cannot agree.
+    with pytest.raises(ValueError, match="no placement"):
+        mine_probabilities(b, 10)
+
+
+def test_drawn_boards_start_safe_deterministic_and_unwon() -> None:
+    draws = [draw_board(np.random.default_rng(seed), 6, 6, 3) for seed in range(200)]
+    assert all(not b.lost and not b.won and len(b.mines) == 3 and b.opened for b in draws)
+    assert draws[7] == draw_board(np.random.default_rng(7), 6, 6, 3)
+    # The first cell is uniform and the mines uniform among the others: over 200 boards every
+    # cell is mined sometimes and none is mined in every board.
+    mined = [sum((r, c) in b.mines for b in draws) for r in range(6) for c in range(6)]
+    assert min(mined) > 0 and max(mined) < 60
+    with pytest.raises(ValueError, match="num_mines must be in 1..34"):
+        draw_board(np.random.default_rng(0), 6, 6, 35)
+
+
+def _env(b: Board, **settings: float) -> MineSweeperEnv:
+    env = MineSweeperEnv(MineSweeperSettings(board_size=4, num_mines=2, **settings),  # type: ignore[arg-type]
+                         np.random.default_rng(0), board=b)
+    env.reset()
+    return env
+
+
+def test_rewards_of_a_won_and_a_lost_episode() -> None:
+    start = board().reveal((0, 0))
+    env = _env(start)
+    assert env.legal_actions()[:3] == ["(1, 3)", "(1, 4)", "(2, 3)"]
+    first = env.step("(4, 4)")  # a zero: it opens 8 closed cells
+    assert (first.reward, first.done, first.info["opened"]) == (2.0, False, 8)
+    again = env.step(env.parse_action("<action>(2, 4)</action>"))  # already open: invalid
+    assert again.invalid and again.reward == 0.0
+    single = env.step(env.parse_action("I open <action>1, 4</action>"))
+    assert (single.reward, single.done) == (0.5, False)
+    last = env.step("(4, 1)")
+    assert (last.reward, last.outcome) == (10.0, Outcome.WIN)  # the win pays instead of the reveal
+    env.restart()  # the same board after its first reveal
+    assert env.board == start and env.turn == 0
+    boom = env.step("(1, 3)")
+    assert (boom.reward, boom.outcome, env.compact_observation().split()[-1]) == (-0.1, Outcome.LOSS, "boom")
+    env.restart()
+    assert env.step("(2, 3)").reward == 0.5  # a number: one cell
+
+
+def test_parse_action_rejects_what_is_not_a_closed_cell() -> None:
+    env = _env(board().reveal((0, 0)))
+    for text in ["", "(1, 3)", "<action>(0, 3)</action>", "<action>(5, 1)</action>", "<action>(1, 1)</action>",
+                 "<action>(1 3)</action>", "<action>up</action>", None]:
+        assert env.parse_action(text) is None, text  # type: ignore[arg-type]
+    assert env.parse_action("<action> ( 1 , 3 ) </action>") == "(1, 3)"
+
+
+def test_stalling_into_the_turn_limit_pays_the_legal_floor() -> None:
+    env = _env(board().reveal((0, 0)), max_turns=3)
+    rewards = [env.step("(2, 3)").reward, env.step(None).reward, env.step(None).reward]
+    # floor: 3 turns of the smallest reveal reward (0.5, above 0: counted as 0) and the mine's -0.1.
+    assert env.legal_return_floor() == pytest.approx(-0.1)
+    assert rewards[:2] == [0.5, 0.0] and sum(rewards) == pytest.approx(-0.1)
+
+
+def test_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="num_mines must be in 1..34"):
+        MineSweeperSettings(num_mines=40)
+    with pytest.raises(ValueError, match="board_size must be in 3..9"):
+        MineSweeperSettings(board_size=12)
+    assert MineSweeperSettings().return_bounds() == (-0.1, 24.0)
