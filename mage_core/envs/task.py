@@ -95,6 +95,9 @@ class Task:
       the first state's (a reset env is given), so each stays one token of the embedded
       tokenizer (WebShop's pages, ALFWorld's c1..cN, MineSweeper's every cell).
     - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
+    - ``expert``: single-agent tasks: ``"module:function"`` of ``act(env, rng) -> str``, an
+      expert's next action from any position of a reset environment, one of its
+      ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
     """
 
     name: str
@@ -120,6 +123,7 @@ class Task:
     method_values: Mapping[str, Any] = field(default_factory=dict)
     action_words: Callable[[Any], Iterable[str]] | None = None
     data: TaskData | None = None
+    expert: str | None = None
 
     @property
     def two_player(self) -> bool:
