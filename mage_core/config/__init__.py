@@ -45,6 +45,7 @@ from mage_core.config.training import (
     PolicyConfig,
     RolloutConfig,
     TrainConfig,
+    WarmStartConfig,
 )
 from mage_core.envs.registry import GAMES, games_with, task
 from mage_core.opponents.families import member_name
@@ -54,7 +55,7 @@ from mage_core.schema import Strict
 __all__ = [
     "AlgorithmConfig", "BackendConfig", "Config", "ConfigError", "DataConfig", "EnvConfig", "EvaluationConfig",
     "GameName", "GridConfig", "MatchConfig", "ModelConfig", "PolicyConfig", "ReproduceConfig", "RolloutConfig",
-    "RunConfig", "TrainConfig", "TwoPlayerGame", "apply_overrides", "apply_values", "load_config",
+    "RunConfig", "TrainConfig", "TwoPlayerGame", "WarmStartConfig", "apply_overrides", "apply_values", "load_config",
     "parse_config", "run_data", "run_values",
 ]
 
@@ -78,6 +79,7 @@ class Config(Strict):
     rollout: RolloutConfig = RolloutConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     train: TrainConfig = TrainConfig()
+    warm_start: WarmStartConfig = WarmStartConfig()
     backend: BackendConfig = BackendConfig()
     evaluation: EvaluationSection = EvaluationSection()
     tracking: TrackingConfig = TrackingConfig()

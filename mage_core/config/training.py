@@ -186,6 +186,21 @@ class TrainConfig(Strict):
     league: LeagueConfig = LeagueConfig()
 
 
+class WarmStartConfig(Strict):
+    """The warm start by imitation (``mage sft``, issue 28): ``meta_episodes`` of the task's
+    expert (``Task.expert``) played as the policy is asked, each step of a first attempt a
+    uniformly drawn legal action with probability ``detour`` (the documented imperfection:
+    the warm start leaves room to improve), then ``epochs`` passes of behaviour cloning in
+    mini-batches of ``mini_batch_size`` decisions."""
+
+    meta_episodes: PositiveInt = 256
+    detour: Probability = 0.3
+    epochs: PositiveInt = 3
+    learning_rate: PositiveFloat = 1e-3
+    mini_batch_size: PositiveInt = 64
+    seed: NonNegativeInt = 0
+
+
 class OpenAIEndpointConfig(Strict):
     """An OpenAI-compatible server (``backend.generator: openai``, evaluation only):
     its base URL (up to ``/v1``) and model name; the API key comes from the

@@ -1,0 +1,149 @@
+"""``mage sft``: the warm start by imitation (issue 28).
+
+The policy of params.yaml (built as ``mage train`` builds it: the embedded tiny Qwen3
+with the task's tokenizer, or a local checkpoint) is trained by behaviour cloning on
+its task's expert (``Task.expert``): ``warm_start.meta_episodes`` meta-episodes of the
+training distribution, asked exactly as the policy is asked (``rollout.imitation``:
+prompt style, memory of earlier attempts, candidates), the expert's choice the target
+(cross-entropy over the candidates: the engine's ``imitation`` objective). Then the
+warm start plays the selection set, and ``--out`` gets:
+
+- ``model/``: the warm-start policy (``save_policy``: weights, tokenizer, manifest);
+- ``summary.json``: the demonstrations (meta-episodes, decisions, the expert's success
+  per attempt, detours), the loss of each epoch, and the warm start's selection-set
+  figures (``eval/success_ep1`` ... as ``mage train`` reports them).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from mage_core.config import Config, ConfigError, load_config
+from mage_core.envs.registry import GAMES, resolve, task
+from mage_core.io.atomic import write_json_atomic
+
+
+def check(cfg: Config) -> None:
+    """What keeps ``cfg`` from a warm start, every problem at once."""
+    game, problems = cfg.env.name, []
+    if task(game).expert is None:
+        having = ", ".join(g for g in GAMES if task(g).expert is not None)
+        problems.append(f"env.name {game}: no expert to imitate (tasks with one: {having})")
+    if cfg.policy.action_mode != "constrained":
+        problems.append("policy.action_mode free: demonstrations are constrained actions (the expert names "
+                        "one of the legal actions); set policy.action_mode: constrained")
+    if cfg.algorithm.reflect and cfg.policy.reflections == "generated":
+        problems.append("policy.reflections generated: an expert writes no reflections; set policy.reflections: "
+                        "summary or none")
+    if problems:
+        raise ConfigError("params", problems)
+
+
+def demonstrations(trainer: Any, cfg: Config) -> list[Any]:
+    """``warm_start.meta_episodes`` meta-episodes of the training distribution played by
+    the expert (task seeds and the expert's draws from ``warm_start.seed``)."""
+    from mage_core.rollout.imitation import play_expert
+    from mage_core.rollout.meta_episode import MetaEpisodeSpec
+
+    ws = cfg.warm_start
+    rng = np.random.default_rng(ws.seed)
+    specs = [MetaEpisodeSpec(cfg.env.name, None, 0, int(rng.integers(2**62)), i) for i in range(ws.meta_episodes)]
+    metas = trainer.build(specs, trainer.train_settings, None)
+    play_expert(metas, resolve(task(cfg.env.name).expert), list(rng.spawn(len(metas))), ws.detour)
+    return metas
+
+
+def samples_of(metas: Sequence[Any]) -> list[Any]:
+    """Every demonstrated decision as a training sample (the expert's choice among the candidates)."""
+    from mage_core.backends.base import Sample
+
+    return [Sample(prompt=d.prompt_ids, advantage=1.0, candidates=d.candidate_ids, choice=d.choice)
+            for m in metas for d in m.decisions]
+
+
+def clone(engine: Any, samples: Sequence[Any], cfg: Config) -> list[float]:
+    """``warm_start.epochs`` passes over ``samples`` in shuffled mini-batches; each epoch's
+    mean imitation loss (minus the mean log-probability of the expert's choices)."""
+    import torch
+
+    from mage_core.backends.base import LossSettings
+
+    ws = cfg.warm_start
+    loss = LossSettings(entropy_coef=0.0, objective="imitation")
+    rng = np.random.default_rng(ws.seed + 1)
+    losses = []
+    for _ in range(ws.epochs):
+        order = rng.permutation(len(samples))
+        total, weight = 0.0, 0
+        for start in range(0, len(order), ws.mini_batch_size):
+            batch = [samples[i] for i in order[start: start + ws.mini_batch_size]]
+            metrics = engine.step(batch, [torch.zeros(1)] * len(batch), None, loss)
+            total, weight = total + metrics["pg_loss"] * len(batch), weight + len(batch)
+        losses.append(total / weight)
+    return losses
+
+
+def _attempt_success(metas: Sequence[Any], attempts: int) -> list[float]:
+    """Share of meta-episodes won by attempt k (an early-stopped win counts for the later ones)."""
+    from mage_core.envs.base import Outcome
+
+    won = [next((k for k, e in enumerate(m.episodes) if e.outcome is Outcome.WIN), attempts) for m in metas]
+    return [sum(w <= k for w in won) / len(metas) for k in range(attempts)]
+
+
+def sft(cfg: Config, out: Path) -> dict[str, Any]:
+    """Build the policy, clone the expert, evaluate on the selection set, write ``out``."""
+    from mage_core.policy.model import save_policy
+    from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator
+    from mage_core.trainers.meta_rl import MetaRLTrainer
+
+    check(cfg)
+    started = time.perf_counter()
+    tokenizer, model = build_policy(cfg, out)
+    cloned = cfg.model_copy(update={"train": cfg.train.model_copy(update={"learning_rate": cfg.warm_start.learning_rate,
+                                                                           "kl_coef": 0.0})})
+    engine = make_engine(cloned, model)
+    generator = make_generator(cfg, tokenizer, out / "policy-init", model)
+    trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
+    try:
+        metas = demonstrations(trainer, cfg)
+        samples = samples_of(metas)
+        if not samples:
+            raise ValueError("the expert's meta-episodes hold no decision to imitate")
+        losses = clone(engine, samples, cfg)
+        trainer.load_policy_state(engine.policy_state_dict())
+        figures, _ = trainer.evaluate()
+    finally:
+        trainer.close()
+    save_policy(model, tokenizer, out / "model")
+    attempts = trainer.train_settings.num_episodes
+    summary = {
+        "env": cfg.env.name,
+        "demonstrations": {"meta_episodes": len(metas), "decisions": len(samples),
+                           "detour": cfg.warm_start.detour,
+                           "expert_success_by_attempt": _attempt_success(metas, attempts)},
+        "loss_by_epoch": losses,
+        "selection": {k: v for k, v in figures.items() if isinstance(v, (int, float))},
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    write_json_atomic(out / "summary.json", summary)
+    return summary
+
+
+def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = None) -> int:
+    from rich.console import Console
+
+    cfg = load_config(params, overrides, run_name)
+    summary = sft(cfg, Path(out))
+    demos, selection = summary["demonstrations"], summary["selection"]
+    Console(soft_wrap=True).print(
+        f"warm start of {cfg.env.name}: {demos['decisions']} decisions of {demos['meta_episodes']} expert "
+        f"meta-episodes (expert success by attempt {[round(x, 3) for x in demos['expert_success_by_attempt']]}); "
+        f"loss by epoch {[round(x, 4) for x in summary['loss_by_epoch']]}; selection set: "
+        + ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in selection.items() if "success_ep" in k)
+        + f"; {summary['seconds']} s -> {out}")
+    return 0
