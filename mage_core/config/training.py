@@ -17,6 +17,9 @@ class ModelConfig(Strict):
 
     source: Literal["embedded", "local"] = "embedded"
     path: Optional[str] = None
+    #: A warm start (``mage sft``'s ``model/``): the embedded model starts from its weights and
+    #: tokenizer instead of fresh ones (a local checkpoint's warm start is its ``path``).
+    init: Optional[str] = None
     hidden_size: PositiveInt = 64
     num_layers: PositiveInt = 2
     num_heads: PositiveInt = 4
@@ -31,6 +34,9 @@ class ModelConfig(Strict):
         problems = []
         if self.source == "local" and not self.path:
             problems.append("path: required when source is 'local' (a folder with config.json and weights)")
+        if self.init is not None and self.source == "local":
+            problems.append("init: a warm start of a local checkpoint is its path (model.path: the sft output's "
+                            "model/); init starts the embedded model")
         if self.num_heads % self.num_kv_heads:
             problems.append(f"num_kv_heads ({self.num_kv_heads}) must divide num_heads ({self.num_heads})")
         if problems:

@@ -98,7 +98,8 @@ def _attempt_success(metas: Sequence[Any], attempts: int) -> list[float]:
 def sft(cfg: Config, out: Path) -> dict[str, Any]:
     """Build the policy, clone the expert, evaluate on the selection set, write ``out``."""
     from mage_core.policy.model import save_policy
-    from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator
+    from mage_core.stages.train_model import (build_policy, make_codec, make_engine, make_generator,
+                                              warm_start_record)
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
     check(cfg)
@@ -120,6 +121,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     finally:
         trainer.close()
     save_policy(model, tokenizer, out / "model")
+    write_json_atomic(out / "model" / "warm_start.json", warm_start_record(cfg))  # what a run from it must match
     attempts = trainer.train_settings.num_episodes
     summary = {
         "env": cfg.env.name,
