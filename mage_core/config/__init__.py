@@ -153,6 +153,14 @@ class Config(Strict):
                              "no candidates); set policy.action_mode: free")
         return self
 
+    def init_model(self) -> str | None:
+        """The warm start this run starts from: ``model.init``, else the ``warm_start``
+        output of its task when ``warm_start.tasks`` lists it (the embedded model only)."""
+        if self.model.init is not None or self.model.source != "embedded":
+            return self.model.init
+        ws = self.warm_start
+        return f"{ws.output_dir}/{self.env.name}/model" if self.env.name in ws.tasks else None
+
     def vllm_engine(self) -> dict[str, Any]:
         """The arguments of every vLLM engine of a run (``VLLMGenerator``), in the stage's
         process or on a Ray rollout actor: bf16 training samples from bf16 weights, a

@@ -199,12 +199,32 @@ class WarmStartConfig(Strict):
     the warm start leaves room to improve), then ``epochs`` passes of behaviour cloning in
     mini-batches of ``mini_batch_size`` decisions."""
 
+    #: The tasks whose runs start from a warm start (``<output_dir>/<task>/model``, the
+    #: ``sft@<task>`` DVC stage): every method of such a task, the baselines included.
+    tasks: list[str] = []
+    output_dir: str = "artifacts/sft"
     meta_episodes: PositiveInt = 256
     detour: Probability = 0.3
     epochs: PositiveInt = 3
     learning_rate: PositiveFloat = 1e-3
     mini_batch_size: PositiveInt = 64
     seed: NonNegativeInt = 0
+
+    @field_validator("tasks")
+    @classmethod
+    def _have_experts(cls, v: list[str]) -> list[str]:
+        from mage_core.envs.registry import GAMES, task
+
+        unknown = [name for name in v if name not in GAMES]
+        if unknown:
+            raise ValueError(f"{unknown} are not tasks ({', '.join(GAMES)})")
+        without = [name for name in v if task(name).expert is None]
+        if without:
+            having = ", ".join(g for g in GAMES if task(g).expert is not None)
+            raise ValueError(f"{without} have no expert to imitate (tasks with one: {having})")
+        if len(set(v)) != len(v):
+            raise ValueError(f"a task is listed twice: {v}")
+        return v
 
 
 class OpenAIEndpointConfig(Strict):

@@ -103,6 +103,9 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
     check(cfg)
+    # The warm start itself starts from the fresh embedded model (or model.path).
+    cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": []}),
+                                 "model": cfg.model.model_copy(update={"init": None})})
     started = time.perf_counter()
     tokenizer, model = build_policy(cfg, out)
     cloned = cfg.model_copy(update={"train": cfg.train.model_copy(update={"learning_rate": cfg.warm_start.learning_rate,

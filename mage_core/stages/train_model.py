@@ -40,7 +40,7 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
         return tokenizer, model
     tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed),
                                 extra_tokens=action_tokens(cfg))
-    if m.init is not None:  # a warm start: its weights and tokenizer, if they fit this run
+    if cfg.init_model() is not None:  # a warm start: its weights and tokenizer, if they fit this run
         tokenizer, model = warm_start(cfg, tokenizer)
         save_policy(model, tokenizer, init_dir)
         return tokenizer, model
@@ -75,23 +75,24 @@ def warm_start(cfg: Config, tokenizer: Any) -> tuple[Any, Any]:
 
     from mage_core.policy.model import load_policy
 
-    path = Path(str(cfg.model.init))
+    path = Path(str(cfg.init_model()))
+    key = "model.init" if cfg.model.init is not None else f"warm_start.tasks ({cfg.env.name})"
     try:
         model, init_tokenizer = load_policy(path)
         record = json.loads((path / "warm_start.json").read_text(encoding="utf-8"))
     except FileNotFoundError as err:
-        raise ConfigError("params", [f"model.init: {err} (a warm start is `mage sft`'s model/ folder)"]) from None
+        raise ConfigError("params", [f"{key}: {err} (a warm start is `mage sft`'s model/ folder)"]) from None
     except (ValueError, json.JSONDecodeError) as err:
-        raise ConfigError("params", [f"model.init: {path}: {err}"]) from None
+        raise ConfigError("params", [f"{key}: {path}: {err}"]) from None
     mine = warm_start_record(cfg)
-    problems = [f"model.init: {path} was made with {key} {record.get(key)!r}, this run has {value!r}"
-                for key, value in mine.items() if record.get(key) != value]
-    problems += [f"model.init: {path} has {theirs} {getattr(model.config, theirs)}, model.{ours} is "
+    problems = [f"{key}: {path} was made with {name} {record.get(name)!r}, this run has {value!r}"
+                for name, value in mine.items() if record.get(name) != value]
+    problems += [f"{key}: {path} has {theirs} {getattr(model.config, theirs)}, model.{ours} is "
                  f"{getattr(cfg.model, ours)}" for ours, theirs in _SPEC_FIELDS.items()
                  if getattr(model.config, theirs, None) != getattr(cfg.model, ours)]
     missing = sorted(set(tokenizer.get_vocab()) - set(init_tokenizer.get_vocab()))
     if missing:
-        problems.append(f"model.init: {path}'s vocabulary lacks {len(missing)} word(s) of this run's "
+        problems.append(f"{key}: {path}'s vocabulary lacks {len(missing)} word(s) of this run's "
                         f"({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}): make the warm start "
                         "with this run's env, policy and algorithm.agent")
     if problems:

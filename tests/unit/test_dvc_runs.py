@@ -49,8 +49,20 @@ def test_a_runs_own_data_path_is_its_input() -> None:
         "shop": {"env": "webshop", "method": "grpo", "set": {"env.webshop.data_path": "data/shop_small"}},
         "poker": {"env": "kuhn_poker", "method": "mage"},
     }
-    assert dvc_runs.run_inputs(data) == {"shop": {"env": "webshop", "inputs": "data/shop_small"},
-                                         "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+    assert dvc_runs.run_inputs(data) == {
+        "shop": {"env": "webshop", "inputs": "data/shop_small", "init": "data/shop_small"},
+        "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker"}}
+
+
+def test_a_warm_started_task_gets_its_sft_stage_and_its_runs_depend_on_it() -> None:
+    data = _params()
+    data["warm_start"]["tasks"] = ["webshop"]
+    data["reproduce"]["runs"] = {"shop": {"env": "webshop", "method": "react"},
+                                 "poker": {"env": "kuhn_poker", "method": "mage"}}
+    assert dvc_runs.warm_starts(data) == {"webshop": {"inputs": "data/webshop", "out": "artifacts/sft/webshop"}}
+    runs = dvc_runs.run_inputs(data)
+    assert runs["shop"]["init"] == "artifacts/sft/webshop" and runs["shop"]["inputs"] == "data/webshop"
+    assert runs["poker"]["init"] == "mage_core/envs/kuhn_poker"  # no warm start: its inputs again
 
 
 def test_a_bad_run_is_a_config_error_naming_it() -> None:
@@ -83,7 +95,8 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
     assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
     assert dvc_runs.stale(project) is None
     listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
-    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker",
+                                          "init": "mage_core/envs/kuhn_poker"}}
     assert validate(str(project / "params.yaml")) == 0
 
 
