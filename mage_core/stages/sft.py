@@ -75,16 +75,31 @@ def clone(engine: Any, samples: Sequence[Any], cfg: Config) -> list[float]:
     ws = cfg.warm_start
     loss = LossSettings(entropy_coef=0.0, objective="imitation")
     rng = np.random.default_rng(ws.seed + 1)
+    from rich.progress import Progress
+
     losses = []
-    for _ in range(ws.epochs):
-        order = rng.permutation(len(samples))
-        total, weight = 0.0, 0
-        for start in range(0, len(order), ws.mini_batch_size):
-            batch = [samples[i] for i in order[start: start + ws.mini_batch_size]]
-            metrics = engine.step(batch, [torch.zeros(1)] * len(batch), None, loss)
-            total, weight = total + metrics["pg_loss"] * len(batch), weight + len(batch)
-        losses.append(total / weight)
+    steps = -(-len(samples) // ws.mini_batch_size)
+    with Progress(transient=True) as bar:
+        job = bar.add_task("imitation", total=ws.epochs * steps)
+        for _ in range(ws.epochs):
+            order = rng.permutation(len(samples))
+            total, weight = 0.0, 0
+            for start in range(0, len(order), ws.mini_batch_size):
+                batch = [samples[i] for i in order[start: start + ws.mini_batch_size]]
+                metrics = engine.step(batch, [torch.zeros(1)] * len(batch), None, loss)
+                total, weight = total + metrics["pg_loss"] * len(batch), weight + len(batch)
+                bar.advance(job)
+            losses.append(total / weight)
     return losses
+
+
+def _mean_choice_probability(engine: Any, samples: Sequence[Any]) -> float | None:
+    """The policy's mean probability of the expert's choice over ``samples`` (None: none)."""
+    import torch
+
+    if not samples:
+        return None
+    return float(torch.cat(engine.logprobs(samples)).exp().mean())
 
 
 def _attempt_success(metas: Sequence[Any], attempts: int) -> list[float]:
@@ -115,10 +130,14 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     try:
         metas = demonstrations(trainer, cfg)
-        samples = samples_of(metas)
+        held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on
+        samples, held_out = samples_of(metas[: len(metas) - held]), samples_of(metas[len(metas) - held:])
         if not samples:
             raise ValueError("the expert's meta-episodes hold no decision to imitate")
+        fit_before = _mean_choice_probability(engine, held_out)
         losses = clone(engine, samples, cfg)
+        fit = {"train": _mean_choice_probability(engine, samples), "held_out_before": fit_before,
+               "held_out": _mean_choice_probability(engine, held_out)}
         trainer.load_policy_state(engine.policy_state_dict())
         figures, _ = trainer.evaluate()
     finally:
@@ -132,11 +151,16 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
                            "detour": cfg.warm_start.detour,
                            "expert_success_by_attempt": _attempt_success(metas, attempts)},
         "loss_by_epoch": losses,
+        "expert_choice_probability": fit,
         "selection": {k: v for k, v in figures.items() if isinstance(v, (int, float))},
         "seconds": round(time.perf_counter() - started, 1),
     }
     write_json_atomic(out / "summary.json", summary)
     return summary
+
+
+def _rounded(values: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: (round(v, 3) if v is not None else None) for k, v in values.items()}
 
 
 def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = None) -> int:
@@ -148,7 +172,8 @@ def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = 
     Console(soft_wrap=True).print(
         f"warm start of {cfg.env.name}: {demos['decisions']} decisions of {demos['meta_episodes']} expert "
         f"meta-episodes (expert success by attempt {[round(x, 3) for x in demos['expert_success_by_attempt']]}); "
-        f"loss by epoch {[round(x, 4) for x in summary['loss_by_epoch']]}; selection set: "
+        f"loss by epoch {[round(x, 4) for x in summary['loss_by_epoch']]}; p(expert's choice) "
+        f"{_rounded(summary['expert_choice_probability'])}; selection set: "
         + ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in selection.items() if "success_ep" in k)
         + f"; {summary['seconds']} s -> {out}")
     return 0
