@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
               "sokoban-memento"]
 #: The smoke profile's stages in the flow's order: data first, then training, evaluation, the report.
-SMOKE_STAGES = (["data@webshop", "data@alfworld"] + [f"train@{r}" for r in SMOKE_RUNS]
+SMOKE_STAGES = (["data@webshop", "data@alfworld", "sft@sokoban"] + [f"train@{r}" for r in SMOKE_RUNS]
                 + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["report"])
 
 
