@@ -118,6 +118,10 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
     check(cfg)
+    if cfg.tracking.mlflow:
+        from mage_core.tracking.runs import check_tracking
+
+        check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     # The warm start itself starts from the fresh embedded model (or model.path).
     cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": []}),
                                  "model": cfg.model.model_copy(update={"init": None})})
@@ -156,7 +160,30 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 1),
     }
     write_json_atomic(out / "summary.json", summary)
+    if cfg.tracking.mlflow:
+        _track(cfg, out, summary)
     return summary
+
+
+def _track(cfg: Config, out: Path, summary: dict[str, Any]) -> None:
+    """The MLflow run (``sft@<task>``): params, the loss of each epoch as steps, the
+    demonstrations' and the selection set's figures, summary.json."""
+    from mage_core.io.dotted import flatten
+    from mage_core.stages.train_resume import config_digest
+    from mage_core.tracking.runs import StageIdentity, open_mlflow_run
+
+    identity = StageIdentity("sft", cfg.env.name, None, cfg.seed, cfg.env.name)
+    with open_mlflow_run("sft", cfg.tracking.experiment, config_digest(cfg), Path.cwd(), identity=identity,
+                         system_metrics=cfg.tracking.system_metrics) as run:
+        run.log_params(flatten(cfg.model_dump(mode="json")))
+        for epoch, value in enumerate(summary["loss_by_epoch"], start=1):
+            run.log_metrics(epoch, {"sft/loss": value})
+        demos = summary["demonstrations"]
+        fit = {f"sft/p_expert/{k}": v for k, v in summary["expert_choice_probability"].items() if v is not None}
+        run.log_metrics(len(summary["loss_by_epoch"]), {
+            **summary["selection"], **fit, "sft/decisions": float(demos["decisions"]),
+            **{f"sft/expert_success_ep{k + 1}": v for k, v in enumerate(demos["expert_success_by_attempt"])}})
+        run.log_artifact(out / "summary.json")
 
 
 def _rounded(values: dict[str, float | None]) -> dict[str, float | None]:

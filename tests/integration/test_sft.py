@@ -72,3 +72,21 @@ def test_what_keeps_a_task_from_a_warm_start_is_named() -> None:
     assert err.value.problems[1].startswith("policy.action_mode free: demonstrations are constrained actions")
     with pytest.raises(ConfigError, match="model: init: a warm start of a local checkpoint is its path"):
         parse_config({"model": {"source": "local", "path": "x", "init": "y"}})
+
+
+def test_sft_is_an_mlflow_run_with_its_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.chdir(tmp_path)
+    cfg = parse_config({**SMALL, "tracking": {"mlflow": True, "system_metrics": False}})
+    summary = sft(cfg, tmp_path / "sft")
+    client = MlflowClient(store)
+    [run] = client.search_runs([client.get_experiment_by_name("mage").experiment_id])
+    assert run.data.tags["stage"] == "sft" and run.data.tags["env"] == "sokoban"
+    assert run.data.params["warm_start.detour"] == "0.3" and run.data.params["warm_start.meta_episodes"] == "8"
+    losses = [m.value for m in client.get_metric_history(run.info.run_id, "sft/loss")]
+    assert losses == pytest.approx(summary["loss_by_epoch"])
+    assert run.data.metrics["sft/decisions"] == summary["demonstrations"]["decisions"]
+    assert run.data.metrics["eval/all/success_ep1"] == summary["selection"]["eval/all/success_ep1"]
