@@ -98,6 +98,8 @@ class Task:
     - ``expert``: single-agent tasks: ``"module:function"`` of ``act(env, rng) -> str``, an
       expert's next action from any position of a reset environment, one of its
       ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
+      ``expert_settings``: what the expert needs of the environment's settings (ALFWorld: the
+      engine's planner), applied to the demonstrations' environments only.
     """
 
     name: str
@@ -124,6 +126,7 @@ class Task:
     action_words: Callable[[Any], Iterable[str]] | None = None
     data: TaskData | None = None
     expert: str | None = None
+    expert_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def two_player(self) -> bool:

@@ -16,6 +16,7 @@ warm start plays the selection set, and ``--out`` gets:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -52,7 +53,10 @@ def demonstrations(trainer: Any, cfg: Config) -> list[Any]:
     ws = cfg.warm_start
     rng = np.random.default_rng(ws.seed)
     specs = [MetaEpisodeSpec(cfg.env.name, None, 0, int(rng.integers(2**62)), i) for i in range(ws.meta_episodes)]
-    metas = trainer.build(specs, trainer.train_settings, None)
+    expert = task(cfg.env.name)
+    env_settings = dataclasses.replace(getattr(cfg.env, cfg.env.name).settings(),
+                                       **expert.expert_settings)  # e.g. ALFWorld's planner
+    metas = trainer.build(specs, trainer.train_settings, env_settings)
     play_expert(metas, resolve(task(cfg.env.name).expert), list(rng.spawn(len(metas))), ws.detour)
     return metas
 

@@ -29,10 +29,9 @@ from mage_core.trainers.meta_rl import meta_settings
 pytestmark = pytest.mark.unit
 
 
-def test_every_single_agent_task_but_alfworld_names_an_expert() -> None:
+def test_every_single_agent_task_names_an_expert() -> None:
     single = [g for g in GAMES if task(g).new_game is None]
-    assert {g for g in single if task(g).expert is None} == {"alfworld"}
-    assert all(callable(resolve(task(g).expert)) for g in single if task(g).expert is not None)
+    assert all(callable(resolve(task(g).expert)) for g in single)
     assert all(task(g).expert is None for g in GAMES if task(g).new_game is not None)
 
 

@@ -49,6 +49,9 @@ class AlfWorldSettings:
     split: str = "train"
     max_turns: int = 10
     success_reward: float = 10.0
+    #: The engine also plans a shortest way to the goal after every step (TextWorld's planner:
+    #: ``planner_commands``), for the expert of ``mage sft``; seconds a step, so off in play.
+    planner: bool = False
 
     def __post_init__(self) -> None:
         errors = []
@@ -103,7 +106,7 @@ class AlfWorldEnv:
             raise AlfWorldDataError("AlfWorldEnv needs at least one game")
         self._rng = check_generator(rng, "AlfWorldEnv")
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
-        self._engine = make_play_env()
+        self._engine = make_play_env(planner=settings.planner)
         self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
         self.game: str | None = None
         self._state: dict = {}
@@ -162,6 +165,13 @@ class AlfWorldEnv:
     @property
     def won(self) -> bool:
         return self._won
+
+    def planner_commands(self) -> list[str]:
+        """A shortest command sequence to the goal from here (TextWorld's planner, which knows
+        where every object is); needs ``settings.planner``."""
+        if not self.settings.planner:
+            raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with AlfWorldSettings(planner=True)")
+        return list(self._state.get("policy_commands") or [])
 
     # ------------------------------------------------------------------ what the agent sees
     def legal_actions(self) -> list[str]:
