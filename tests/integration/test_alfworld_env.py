@@ -36,6 +36,22 @@ def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
         assert env.legal_actions() == [] and env.observation().endswith("The task is done.")
 
 
+def test_the_planner_expert_wins_every_game_within_the_turn_limit(alfworld_games: Path) -> None:
+    from mage_core.envs.alfworld.expert import act
+
+    env = make(alfworld_games, planner=True)
+    rng = np.random.default_rng(0)
+    for gamefile in env.games:
+        env.set_game(gamefile)
+        while not env.done:
+            command = act(env, rng)
+            assert command == env.planner_commands()[0] and command in env.legal_actions()
+            result = env.step(command)
+        assert result.outcome is Outcome.WIN and env.turn <= len(E.walkthrough(gamefile))
+    with pytest.raises(RuntimeError, match=r"plans only with AlfWorldSettings\(planner=True\)"):
+        make(alfworld_games).planner_commands()
+
+
 def test_restart_replays_the_game_and_invalid_turns_change_nothing(alfworld_games: Path) -> None:
     env = make(alfworld_games, max_turns=3)
     env.reset()
