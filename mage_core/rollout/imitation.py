@@ -16,7 +16,7 @@ better than a first one that went astray.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -27,14 +27,17 @@ Expert = Callable[[object, np.random.Generator], str]
 
 
 def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.random.Generator],
-                detour: float = 0.0) -> None:
+                detour: float = 0.0) -> list[dict[str, Any]]:
     """Play each of ``metas`` to its end with ``expert`` choosing every action
-    (``rngs[i]``: meta-episode i's draws, the expert's ties and the detours)."""
+    (``rngs[i]``: meta-episode i's draws, the expert's ties and the detours). Returns one
+    record a decision, as text: the meta-episode's index, attempt and turn, the prompt and
+    candidates exactly as shown, the action taken and whether it was a detour."""
     if not 0.0 <= detour <= 1.0:
         raise ValueError(f"detour must be a probability in [0, 1], got {detour}")
     if len(rngs) != len(metas):
         raise ValueError(f"{len(rngs)} generators for {len(metas)} meta-episodes")
-    for meta, rng in zip(metas, rngs):
+    records: list[dict[str, Any]] = []
+    for index, (meta, rng) in enumerate(zip(metas, rngs)):
         while not meta.done:
             request = meta.request()
             if request.phase != "play":
@@ -49,4 +52,8 @@ def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.
             if action not in legal:
                 raise ValueError(f"the expert chose {action!r}, not one of the {len(legal)} legal actions "
                                  f"(task seed {meta.spec.task_seed}, episode {len(meta.episodes)})")
+            records.append({"meta_episode": index, "task_seed": meta.spec.task_seed, "attempt": len(meta.episodes),
+                            "turn": meta.env.turn, "prompt": request.prompt, "candidates": legal,
+                            "action": action, "detour": bool(strays)})
             meta.apply(request, Response(action, 0.0, choice=legal.index(action)))
+    return records

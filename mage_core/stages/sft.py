@@ -9,6 +9,8 @@ prompt style, memory of earlier attempts, candidates), the expert's choice the t
 warm start plays the selection set, and ``--out`` gets:
 
 - ``model/``: the warm-start policy (``save_policy``: weights, tokenizer, manifest);
+- ``demonstrations.jsonl``: every demonstrated decision as the policy saw it (prompt,
+  candidates, the action, its attempt and turn, whether it was a detour);
 - ``summary.json``: the demonstrations (meta-episodes, decisions, the expert's success
   per attempt, detours), the loss of each epoch, and the warm start's selection-set
   figures (``eval/success_ep1`` ... as ``mage train`` reports them).
@@ -17,6 +19,7 @@ warm start plays the selection set, and ``--out`` gets:
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,7 +28,7 @@ import numpy as np
 
 from mage_core.config import Config, ConfigError, load_config
 from mage_core.envs.registry import GAMES, resolve, task
-from mage_core.io.atomic import write_json_atomic
+from mage_core.io.atomic import write_json_atomic, write_text_atomic
 
 
 def check(cfg: Config) -> None:
@@ -44,9 +47,10 @@ def check(cfg: Config) -> None:
         raise ConfigError("params", problems)
 
 
-def demonstrations(trainer: Any, cfg: Config) -> list[Any]:
+def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str, Any]]]:
     """``warm_start.meta_episodes`` meta-episodes of the training distribution played by
-    the expert (task seeds and the expert's draws from ``warm_start.seed``)."""
+    the expert (task seeds and the expert's draws from ``warm_start.seed``), and their
+    decisions as text (``play_expert``'s records)."""
     from mage_core.rollout.imitation import play_expert
     from mage_core.rollout.meta_episode import MetaEpisodeSpec
 
@@ -57,8 +61,8 @@ def demonstrations(trainer: Any, cfg: Config) -> list[Any]:
     env_settings = dataclasses.replace(getattr(cfg.env, cfg.env.name).settings(),
                                        **expert.expert_settings)  # e.g. ALFWorld's planner
     metas = trainer.build(specs, trainer.train_settings, env_settings)
-    play_expert(metas, resolve(task(cfg.env.name).expert), list(rng.spawn(len(metas))), ws.detour)
-    return metas
+    records = play_expert(metas, resolve(expert.expert), list(rng.spawn(len(metas))), ws.detour)
+    return metas, records
 
 
 def samples_of(metas: Sequence[Any]) -> list[Any]:
@@ -137,7 +141,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     generator = make_generator(cfg, tokenizer, out / "policy-init", model)
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     try:
-        metas = demonstrations(trainer, cfg)
+        metas, records = demonstrations(trainer, cfg)
         held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on
         samples, held_out = samples_of(metas[: len(metas) - held]), samples_of(metas[len(metas) - held:])
         if not samples:
@@ -150,12 +154,14 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
         figures, _ = trainer.evaluate()
     finally:
         trainer.close()
+    write_text_atomic(out / "demonstrations.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     save_policy(model, tokenizer, out / "model")
     write_json_atomic(out / "model" / "warm_start.json", warm_start_record(cfg))  # what a run from it must match
     attempts = trainer.train_settings.num_episodes
     summary = {
         "env": cfg.env.name,
-        "demonstrations": {"meta_episodes": len(metas), "decisions": len(samples),
+        "demonstrations": {"meta_episodes": len(metas), "decisions": len(records),
+                           "held_out_decisions": len(held_out),
                            "detour": cfg.warm_start.detour,
                            "expert_success_by_attempt": _attempt_success(metas, attempts)},
         "loss_by_epoch": losses,
