@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -134,6 +135,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": []}),
                                  "model": cfg.model.model_copy(update={"init": None})})
     started = time.perf_counter()
+    shutil.rmtree(out / "policy-init", ignore_errors=True)  # a fresh model every time, never an earlier run's
     tokenizer, model = build_policy(cfg, out)
     cloned = cfg.model_copy(update={"train": cfg.train.model_copy(update={"learning_rate": cfg.warm_start.learning_rate,
                                                                            "kl_coef": 0.0})})
