@@ -134,6 +134,9 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     # The warm start itself starts from the fresh embedded model (or model.path).
     cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": []}),
                                  "model": cfg.model.model_copy(update={"init": None})})
+    import torch
+
+    torch.set_num_threads(cfg.train.num_threads)  # as mage train: stages side by side share the cores
     started = time.perf_counter()
     shutil.rmtree(out / "policy-init", ignore_errors=True)  # a fresh model every time, never an earlier run's
     tokenizer, model = build_policy(cfg, out)
