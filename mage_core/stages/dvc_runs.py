@@ -80,24 +80,26 @@ def render(data: Mapping[str, Any], source: str = "params.yaml") -> str:
                                    sort_keys=False, default_flow_style=None)
 
 
-def _params(workspace: Path) -> dict[str, Any]:
-    return yaml.safe_load((workspace / "params.yaml").read_text(encoding="utf-8")) or {}
+def _current(workspace: Path) -> tuple[Path, str]:
+    """``workspace``'s dvc.runs.yaml and the text its params.yaml gives."""
+    params = workspace / "params.yaml"
+    data = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+    return workspace / RUNS_FILE, render(data, str(params))
 
 
 def stale(workspace: Path) -> str | None:
     """Why ``workspace``'s dvc.runs.yaml does not match its params.yaml (None: it does)."""
-    path = workspace / RUNS_FILE
+    path, text = _current(workspace)
     if not path.is_file():
         return f"{path}: missing"
-    if path.read_text(encoding="utf-8") != render(_params(workspace), str(workspace / "params.yaml")):
+    if path.read_text(encoding="utf-8") != text:
         return f"{path}: does not match reproduce.runs in {workspace / 'params.yaml'}"
     return None
 
 
 def write(workspace: Path) -> bool:
     """Rewrite ``workspace``'s dvc.runs.yaml from its params.yaml when it differs; True if it changed."""
-    text = render(_params(workspace), str(workspace / "params.yaml"))
-    path = workspace / RUNS_FILE
+    path, text = _current(workspace)
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return False
     write_text_atomic(path, text)

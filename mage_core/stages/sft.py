@@ -58,11 +58,11 @@ def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str,
     ws = cfg.warm_start
     rng = np.random.default_rng(ws.seed)
     specs = [MetaEpisodeSpec(cfg.env.name, None, 0, int(rng.integers(2**62)), i) for i in range(ws.meta_episodes)]
-    expert = task(cfg.env.name)
+    declared = task(cfg.env.name)
     env_settings = dataclasses.replace(getattr(cfg.env, cfg.env.name).settings(),
-                                       **expert.expert_settings)  # e.g. ALFWorld's planner
+                                       **declared.expert_settings)  # e.g. ALFWorld's planner
     metas = trainer.build(specs, trainer.train_settings, env_settings)
-    records = play_expert(metas, resolve(expert.expert), list(rng.spawn(len(metas))), ws.detour)
+    records = play_expert(metas, resolve(declared.expert), list(rng.spawn(len(metas))), ws.detour)
     return metas, records
 
 

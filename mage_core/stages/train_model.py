@@ -187,10 +187,7 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     if b.generator == "openai":
         from mage_core.backends.openai_generator import OpenAIGenerator
 
-        o = b.openai
-        if cfg.policy.action_mode != "free":
-            raise ConfigError("params", ["backend.generator: openai answers in free text only (the completions "
-                                         "route scores no candidates); set policy.action_mode: free"])
+        o = b.openai  # (constrained actions with a served model are refused by the schema)
         served = OpenAIGenerator(tokenizer, o.base_url, o.model, o.api_key_env, o.timeout_s, o.max_retries,
                                  o.max_concurrency)
         try:
