@@ -117,9 +117,12 @@ def add_sft(sub: Commands, fmt: Formatter) -> None:
         "(Sokoban: an optimal solver; MineSweeper: the least likely mine; WebShop: the scripted shopper), "
         "warm_start.meta_episodes meta-episodes asked exactly as the policy is asked, a share of the first "
         "attempt's steps detours (warm_start.detour). Then plays the selection set and writes model/ and "
-        "summary.json under --out."), formatter_class=fmt)
+        "summary.json under --out. --task NAME: the warm start of NAME's entry in warm_start.tasks (the "
+        "sft@NAME stage of dvc.yaml)."), formatter_class=fmt)
     _add_params(p)
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (model/, summary.json)")
+    p.add_argument("--task", metavar="NAME", help="params as the warm start of NAME in warm_start.tasks "
+                   "(env.name and the keys its entry sets)")
     _add_run(p)
     p.set_defaults(func=_cmd_sft)
 
@@ -127,7 +130,7 @@ def add_sft(sub: Commands, fmt: Formatter) -> None:
 def _cmd_sft(args: argparse.Namespace) -> int:
     from mage_core.stages.sft import run
 
-    return run(args.params, args.overrides, args.out, args.run)
+    return run(args.params, args.overrides, args.out, args.run, args.task)
 
 
 def add_evaluate(sub: Commands, fmt: Formatter) -> None:

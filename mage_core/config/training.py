@@ -200,8 +200,11 @@ class WarmStartConfig(Strict):
     mini-batches of ``mini_batch_size`` decisions."""
 
     #: The tasks whose runs start from a warm start (``<output_dir>/<task>/model``, the
-    #: ``sft@<task>`` DVC stage): every method of such a task, the baselines included.
-    tasks: list[str] = []
+    #: ``sft@<task>`` DVC stage): every method of such a task, the baselines included. Each
+    #: maps to the dotted keys its ``sft@<task>`` stage sets (``mage sft --task``), e.g. the
+    #: ``rollout.restart`` of the task's runs or its own ``warm_start.epochs``; a list of
+    #: names is read as names with nothing to set.
+    tasks: dict[str, dict[str, Any]] = {}
     output_dir: str = "artifacts/sft"
     meta_episodes: PositiveInt = 256
     detour: Probability = 0.3
@@ -210,9 +213,18 @@ class WarmStartConfig(Strict):
     mini_batch_size: PositiveInt = 64
     seed: NonNegativeInt = 0
 
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _names_alone(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            if len(set(map(str, v))) != len(v):
+                raise ValueError(f"a task is listed twice: {list(v)}")
+            return {name: {} for name in v}
+        return {name: ({} if values is None else values) for name, values in v.items()} if isinstance(v, dict) else v
+
     @field_validator("tasks")
     @classmethod
-    def _have_experts(cls, v: list[str]) -> list[str]:
+    def _have_experts(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         from mage_core.envs.registry import GAMES, task
 
         unknown = [name for name in v if name not in GAMES]
@@ -222,8 +234,10 @@ class WarmStartConfig(Strict):
         if without:
             having = ", ".join(g for g in GAMES if task(g).expert is not None)
             raise ValueError(f"{without} have no expert to imitate (tasks with one: {having})")
-        if len(set(v)) != len(v):
-            raise ValueError(f"a task is listed twice: {v}")
+        for name, values in v.items():
+            fixed = [k for k in values if k == "env.name" or k.startswith(("warm_start.tasks", "warm_start.output_dir"))]
+            if fixed:
+                raise ValueError(f"{name}: {fixed[0]} is fixed by the task's entry itself; set it elsewhere")
         return v
 
 

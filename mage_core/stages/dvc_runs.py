@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from mage_core.config import apply_values, parse_config, run_data
+from mage_core.config import parse_config, run_data, warm_start_data
 from mage_core.envs.registry import task
 from mage_core.io.atomic import write_text_atomic
 
@@ -69,7 +69,7 @@ def warm_starts(data: Mapping[str, Any], source: str = "params.yaml") -> dict[st
     cfg = parse_config(dict(data), source)
     out = {}
     for name in cfg.warm_start.tasks:
-        one = parse_config(apply_values(dict(data), {"env.name": name}, "warm_start.tasks"), source)
+        one = parse_config(warm_start_data(dict(data), name, source), f"{source} as the warm start of {name}")
         out[name] = {"inputs": task_inputs(one), "out": f"{cfg.warm_start.output_dir}/{name}"}
     return out
 

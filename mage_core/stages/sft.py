@@ -132,7 +132,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
 
         check_tracking(Path.cwd())  # an unreachable tracking server fails now, before any work
     # The warm start itself starts from the fresh embedded model (or model.path).
-    cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": []}),
+    cfg = cfg.model_copy(update={"warm_start": cfg.warm_start.model_copy(update={"tasks": {}}),
                                  "model": cfg.model.model_copy(update={"init": None})})
     import torch
 
@@ -205,10 +205,11 @@ def _rounded(values: dict[str, float | None]) -> dict[str, float | None]:
     return {k: (round(v, 3) if v is not None else None) for k, v in values.items()}
 
 
-def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = None) -> int:
+def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = None,
+        task_name: str | None = None) -> int:
     from rich.console import Console
 
-    cfg = load_config(params, overrides, run_name)
+    cfg = load_config(params, overrides, run_name, warm_start=task_name)
     summary = sft(cfg, Path(out))
     demos, selection = summary["demonstrations"], summary["selection"]
     Console(soft_wrap=True).print(
