@@ -29,10 +29,12 @@ def evaluation_specs(
     positive probability, ``per_opponent_seat`` meta-episodes each, task seeds
     from (seed, pair index, i). Identical on every call (docs/method.md section 8).
     Task seeds are 62-bit (as training's), so two sets of different ``seed``
-    share none in practice (the selection and report sets: a test checks it)."""
+    share none in practice (the selection and report sets: a test checks it). A
+    single-agent set numbers its tasks: an env of a finite split (WebShop's goals,
+    ALFWorld's games: ``FiniteSplit``) plays task i of its split, each once."""
     if is_single_agent(game):
         seeds = _task_seeds(seed, 0, per_opponent_seat)
-        return [MetaEpisodeSpec(game, None, 0, int(s), i) for i, s in enumerate(seeds)]
+        return [MetaEpisodeSpec(game, None, 0, int(s), i, task_index=i) for i, s in enumerate(seeds)]
     pairs = sorted(Population(entries).probabilities())
     specs = []
     for index, (opponent, seat) in enumerate(pairs):

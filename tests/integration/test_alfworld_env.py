@@ -52,6 +52,17 @@ def test_the_planner_expert_wins_every_game_within_the_turn_limit(alfworld_games
         make(alfworld_games).planner_commands()
 
 
+def test_an_evaluation_set_plays_each_game_once(alfworld_games: Path) -> None:
+    env = make(alfworld_games)
+    played = []
+    for index in range(env.split_size()):
+        env.reset_to(index)
+        played.append(env.game)
+    assert sorted(played) == sorted(env.games)  # all six, none twice
+    with pytest.raises(ValueError, match=r"asks for game 7 of a split of 6"):
+        env.reset_to(6)
+
+
 def test_restart_replays_the_game_and_invalid_turns_change_nothing(alfworld_games: Path) -> None:
     env = make(alfworld_games, max_turns=3)
     env.reset()

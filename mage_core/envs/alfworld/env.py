@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 
 #: Split -> its folder in ALFWorld's layout (json_2.1.1/...).
 SPLIT_FOLDERS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
@@ -130,6 +130,17 @@ class AlfWorldEnv:
     # ------------------------------------------------------------------ life cycle
     def reset(self) -> None:
         self.set_game(self.games[int(self._rng.integers(len(self.games)))])
+
+    def split_size(self) -> int:
+        return len(self.games)
+
+    def reset_to(self, index: int) -> None:
+        """Game ``index`` of the split, in a fixed shuffled order (seed 0) so that the first
+        games of a set mix the task types."""
+        if not 0 <= index < len(self.games):
+            raise split_index_error(index, len(self.games), "game")
+        order = np.random.default_rng(0).permutation(len(self.games))
+        self.set_game(self.games[int(order[index])])
 
     def set_game(self, gamefile: str) -> None:
         """Start an episode on a given game file (checked once before its first load:
