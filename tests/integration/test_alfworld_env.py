@@ -95,6 +95,22 @@ def test_parse_action_and_compact_names(alfworld_games: Path) -> None:
     assert "welcome to textworld" not in compact
 
 
+def test_a_lost_attempt_remembers_where_it_looked(alfworld_games: Path) -> None:
+    env = make(alfworld_games, max_turns=3)
+    env.reset()
+    places = [a for a in env.legal_actions() if a.startswith("go to ")][:3]
+    for command in places:
+        env.step(command)
+    assert env.done and not env.won
+    looked = ", ".join(c.removeprefix("go to ") for c in places)
+    assert env.compact_observation().endswith(f" searched {looked} lost")  # what the next attempt reads
+    env.restart()
+    env.step(None)
+    env.step(None)
+    env.step(None)
+    assert env.compact_observation().endswith(" searched nothing lost")  # a new attempt starts afresh
+
+
 def test_put_in_reads_as_move_to(alfworld_games: Path) -> None:
     env = make(alfworld_games, max_turns=200)
     for gamefile in env.games:

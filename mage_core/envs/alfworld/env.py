@@ -35,6 +35,7 @@ SPLIT_FOLDERS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_o
 NOTHING_HAPPENS = "Nothing happens."
 _TASK = re.compile(r"Your task is to: (.*)")
 _PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
+_SEARCH = re.compile(r"^(?:go to|open) (.+)$")  # a command that looks somewhere
 
 
 class AlfWorldDataError(ValueError):
@@ -164,6 +165,7 @@ class AlfWorldEnv:
         self._turn = 0
         self._done = False
         self._won = False
+        self._searched: list[str] = []  # the places this attempt went to or opened, in order
 
     @property
     def done(self) -> bool:
@@ -202,8 +204,9 @@ class AlfWorldEnv:
         feedback = compact_text(self._feedback)
         if self._turn == 0:  # the intro repeats the task at its end
             feedback = feedback.split("your task is to:")[0].strip()
-        if self._done:
-            return f"task {compact_text(self.task)} {feedback} {'won' if self._won else 'lost'}"
+        if self._done:  # what a later attempt of the same game can use: where this one looked
+            searched = f"searched {', '.join(self._searched)}" if self._searched else "searched nothing"
+            return f"task {compact_text(self.task)} {feedback} {searched} {'won' if self._won else 'lost'}"
         choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
         return f"task {compact_text(self.task)} {feedback} {choices}"
 
@@ -239,6 +242,9 @@ class AlfWorldEnv:
         else:
             self._state, _, _ = self._live_engine().step(action)
             self._feedback = self._state["feedback"].strip()
+            place = _SEARCH.match(action)
+            if place is not None and place.group(1) not in self._searched:
+                self._searched.append(place.group(1))
             if self._state["won"]:
                 self._won = True
                 reward, outcome = self.settings.success_reward, Outcome.WIN
