@@ -179,6 +179,7 @@ def compared_values(cfg: Config) -> dict[str, Any]:
     for section in COMPARED_SECTIONS:
         values.update(flatten({section: data[section]}))
     values = {key: v for key, v in values.items() if not key.startswith("evaluation.ood.")}
+    values["model.init"] = cfg.init_model()  # the warm start it starts from, model.init's or warm_start.tasks'
     values[f"evaluation.ood.{game}"] = data["evaluation"]["ood"][game]
     values.update(flatten({"env": {game: data["env"][game]}}))
     if game in data["population"]:  # the two-player games

@@ -96,6 +96,16 @@ def test_keys_of_one_side_only_count_as_differences() -> None:
     assert "evaluation.ood.kuhn_poker" not in compared_values(run)  # other games' suites are not compared
 
 
+def test_a_warm_started_run_shows_the_warm_start_it_starts_from() -> None:
+    paper = parse_config({"env": {"name": "sokoban"}, "model": {"source": "local", "path": "m"},
+                          "warm_start": {"tasks": ["sokoban"]}})  # a local model is never warm-started by the list
+    run = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": {"sokoban": {"warm_start.epochs": 9}}}})
+    found = {d.key: (d.run_value, d.paper_value) for d in differences(run, paper)}
+    assert found["model.init"] == ("artifacts/sft/sokoban/model", None)
+    cold = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": ["webshop"]}})
+    assert compared_values(cold)["model.init"] is None
+
+
 def test_the_same_config_differs_in_nothing_and_the_title_says_so() -> None:
     cfg = parse_config({"env": {"name": "kuhn_poker"}, "seed": 3})
     paper = parse_config({"env": {"name": "kuhn_poker"}, "seed": 4, "train": {"output_dir": "elsewhere"},
