@@ -93,7 +93,7 @@ def stale(workspace: Path) -> str | None:
     if not path.is_file():
         return f"{path}: missing"
     if path.read_text(encoding="utf-8") != text:
-        return f"{path}: does not match reproduce.runs in {workspace / 'params.yaml'}"
+        return f"{path}: does not match reproduce.runs and warm_start.tasks in {workspace / 'params.yaml'}"
     return None
 
 

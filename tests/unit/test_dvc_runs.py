@@ -45,6 +45,7 @@ def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
 
 def test_a_runs_own_data_path_is_its_input() -> None:
     data = _params()
+    data["warm_start"]["tasks"] = {}  # no warm start: init is the inputs again
     data["reproduce"]["runs"] = {
         "shop": {"env": "webshop", "method": "grpo", "set": {"env.webshop.data_path": "data/shop_small"}},
         "poker": {"env": "kuhn_poker", "method": "mage"},
@@ -108,7 +109,7 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
 
     assert validate(str(project / "params.yaml")) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert "dvc.runs.yaml: does not match reproduce.runs" in out and "mage validate --sync-dvc" in out
+    assert "dvc.runs.yaml: does not match reproduce.runs and warm_start.tasks" in out and "mage validate --sync-dvc" in out
     assert (project / "dvc.runs.yaml").read_text() == before  # a check writes nothing
 
     assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
