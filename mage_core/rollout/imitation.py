@@ -10,8 +10,9 @@ The warm start must leave room to improve, so the expert is imperfect on purpose
 a setting: with probability ``detour`` each step of a meta-episode's first attempt takes
 a uniformly drawn legal action instead (a wrong product opened, a box pushed the wrong
 way, a guessed cell); the expert then continues from wherever that left it. Later
-attempts are the expert's own, so a demonstration shows a second attempt that does
-better than a first one that went astray.
+attempts are the expert's own. A detour is recorded (``detour: true``) as context for
+what follows, never cloned (``stages.sft.samples_of``): the policy learns to recover
+from states the expert alone never reaches, not to stray.
 """
 
 from __future__ import annotations

@@ -66,12 +66,17 @@ def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str,
     return metas, records
 
 
-def samples_of(metas: Sequence[Any]) -> list[Any]:
-    """Every demonstrated decision as a training sample (the expert's choice among the candidates)."""
+def samples_of(metas: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[Any]:
+    """The expert's own decisions of ``metas`` as training samples (its choice among the
+    candidates). A detour (``records``, one a decision in the same order) is context for
+    the decisions after it, never a target: cloned, it would teach the policy to stray."""
     from mage_core.backends.base import Sample
 
+    decisions = [d for m in metas for d in m.decisions]
+    if len(decisions) != len(records):
+        raise ValueError(f"{len(records)} demonstration records for {len(decisions)} decisions")
     return [Sample(prompt=d.prompt_ids, advantage=1.0, candidates=d.candidate_ids, choice=d.choice)
-            for m in metas for d in m.decisions]
+            for d, r in zip(decisions, records) if not r["detour"]]
 
 
 def clone(engine: Any, samples: Sequence[Any], cfg: Config) -> list[float]:
@@ -148,7 +153,9 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     try:
         metas, records = demonstrations(trainer, cfg)
         held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on
-        samples, held_out = samples_of(metas[: len(metas) - held]), samples_of(metas[len(metas) - held:])
+        cut = len(metas) - held
+        samples = samples_of(metas[:cut], [r for r in records if r["meta_episode"] < cut])
+        held_out = samples_of(metas[cut:], [r for r in records if r["meta_episode"] >= cut])
         if not samples:
             raise ValueError("the expert's meta-episodes hold no decision to imitate")
         fit_before = _mean_choice_probability(engine, held_out)
@@ -166,7 +173,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     summary = {
         "env": cfg.env.name,
         "demonstrations": {"meta_episodes": len(metas), "decisions": len(records),
-                           "held_out_decisions": len(held_out),
+                           "imitated_decisions": len(samples), "held_out_decisions": len(held_out),
                            "detour": cfg.warm_start.detour,
                            "expert_success_by_attempt": _attempt_success(metas, attempts)},
         "loss_by_epoch": losses,

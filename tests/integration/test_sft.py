@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,11 @@ def test_cloning_makes_the_experts_choices_likelier(tmp_path: Path) -> None:
     trainer = MetaRLTrainer(cfg, engine, make_generator(cfg, tokenizer, tmp_path / "policy-init", model),
                             make_codec(tokenizer, cfg.policy))
     metas, records = demonstrations(trainer, cfg)
-    samples = samples_of(metas)
-    assert len(samples) == sum(len(m.decisions) for m in metas) == len(records) > 0
-    # the records are the decisions as shown: the chosen candidate's text is the action taken
-    assert all(r["candidates"][s.choice] == r["action"] for r, s in zip(records, samples))
+    samples = samples_of(metas, records)
+    assert sum(len(m.decisions) for m in metas) == len(records) > len(samples) > 0
+    # the records are the decisions as shown; a detour is never a target
+    kept = [r for r in records if not r["detour"]]
+    assert len(kept) == len(samples) and all(r["candidates"][s.choice] == r["action"] for r, s in zip(kept, samples))
     assert {r["attempt"] for r in records if r["detour"]} == {0}  # detours only in first attempts
     assert all(s.candidates is not None and len(s.candidates) == 84 for s in samples)  # Sokoban's move texts
     before = torch.cat(engine.logprobs(samples)).mean().item()
@@ -52,7 +54,8 @@ def test_sft_writes_a_warm_start_that_a_training_run_starts_from(tmp_path: Path)
     model_dir = tmp_path / "sft" / "model"
     assert (model_dir / "warm_start.json").is_file()
     lines = (tmp_path / "sft" / "demonstrations.jsonl").read_text().splitlines()
-    assert len(lines) == demos["decisions"] > demos["held_out_decisions"] > 0
+    assert len(lines) == demos["decisions"] > demos["imitated_decisions"] > demos["held_out_decisions"] > 0
+    assert sum(not json.loads(line)["detour"] for line in lines) == demos["imitated_decisions"] + demos["held_out_decisions"]
 
     run = parse_config({**SMALL, "model": {"init": str(model_dir)}})
     train(run, tmp_path / "train")
