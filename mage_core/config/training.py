@@ -195,9 +195,10 @@ class TrainConfig(Strict):
 class WarmStartConfig(Strict):
     """The warm start by imitation (``mage sft``, issue 28): ``meta_episodes`` of the task's
     expert (``Task.expert``) played as the policy is asked, each step of a first attempt a
-    uniformly drawn legal action with probability ``detour`` (the documented imperfection:
-    the warm start leaves room to improve), then ``epochs`` passes of behaviour cloning in
-    mini-batches of ``mini_batch_size`` decisions."""
+    uniformly drawn legal action with probability ``detour`` (context for the expert's
+    recovery, never a target), then ``epochs`` passes of behaviour cloning of the expert's
+    own decisions in mini-batches of ``mini_batch_size``. The budget is the warm start's
+    imperfection: it leaves room to improve."""
 
     #: The tasks whose runs start from a warm start (``<output_dir>/<task>/model``, the
     #: ``sft@<task>`` DVC stage): every method of such a task, the baselines included. Each
