@@ -198,11 +198,13 @@ def differences(run: Config, paper: Config) -> tuple[Difference, ...]:
 
 
 def model_summary(cfg: Config) -> str:
-    """The policy network in a few words: the embedded tiny Qwen3's size, or the local folder."""
-    m = cfg.model
+    """The policy network in a few words: the embedded tiny Qwen3's size and where it starts
+    (from scratch or a warm start), or the local folder."""
+    m, init = cfg.model, cfg.init_model()
     if m.source == "local":
         return f"local checkpoint `{m.path}` ({m.dtype})"
-    return (f"embedded tiny Qwen3 from scratch ({m.num_layers} layers, hidden {m.hidden_size}, "
+    start = f"from the warm start `{init}`" if init is not None else "from scratch"
+    return (f"embedded tiny Qwen3 {start} ({m.num_layers} layers, hidden {m.hidden_size}, "
             f"{m.num_heads} heads, {m.dtype})")
 
 

@@ -17,6 +17,7 @@ from mage_core.stages.run_settings import (
     compared_values,
     describe,
     differences,
+    model_summary,
     paper_config,
     reference_keys,
     run_settings,
@@ -102,6 +103,8 @@ def test_a_warm_started_run_shows_the_warm_start_it_starts_from() -> None:
     run = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": {"sokoban": {"warm_start.epochs": 9}}}})
     found = {d.key: (d.run_value, d.paper_value) for d in differences(run, paper)}
     assert found["model.init"] == ("artifacts/sft/sokoban/model", None)
+    assert model_summary(run) == ("embedded tiny Qwen3 from the warm start `artifacts/sft/sokoban/model` "
+                                  "(2 layers, hidden 64, 4 heads, float32)")
     cold = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": ["webshop"]}})
     assert compared_values(cold)["model.init"] is None
 
