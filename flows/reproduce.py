@@ -88,6 +88,6 @@ def evaluate(project_dir: str = ".") -> list[dict[str, Any]]:
     root = Path(project_dir).resolve()
     missing = missing_outputs(root, [stage for stage in stage_graph(root) if not _evaluation_stage(stage)])
     if missing:
-        raise RuntimeError(f"evaluate needs the data and trained checkpoints; not run yet: {', '.join(missing)} "
+        raise RuntimeError(f"evaluate needs the data, warm starts and trained checkpoints; not run yet: {', '.join(missing)} "
                            "(run `mage reproduce` first)")
     return run_project(root, "evaluate", _evaluation_stage)

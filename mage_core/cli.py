@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_commands.add_validate(sub, fmt)
     cli_commands.add_tournament(sub, fmt)
     cli_commands.add_train(sub, fmt)
+    cli_commands.add_sft(sub, fmt)
     cli_commands.add_evaluate(sub, fmt)
     # whole pipelines
     cli_commands.add_reproduce(sub, fmt)

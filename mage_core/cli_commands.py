@@ -109,6 +109,30 @@ def _cmd_train(args: argparse.Namespace) -> int:
                time_budget_minutes=args.time_budget, overrides=args.overrides, run=args.run)
 
 
+def add_sft(sub: Commands, fmt: Formatter) -> None:
+    """``mage sft``: the warm start by imitation of the task's expert."""
+    p = sub.add_parser("sft", help="a warm start: behaviour cloning of the task's expert (single-agent tasks)",
+                       description=(
+        "Build the policy of params.yaml as `mage train` does and train it to imitate env.name's expert "
+        "(Sokoban: an optimal solver; MineSweeper: the least likely mine; WebShop: the scripted shopper), "
+        "warm_start.meta_episodes meta-episodes asked exactly as the policy is asked, a share of the first "
+        "attempt's steps detours (warm_start.detour). Then plays the selection set and writes model/ and "
+        "summary.json under --out. --task NAME: the warm start of NAME's entry in warm_start.tasks (the "
+        "sft@NAME stage of dvc.yaml)."), formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder (model/, summary.json)")
+    p.add_argument("--task", metavar="NAME", help="params as the warm start of NAME in warm_start.tasks "
+                   "(env.name and the keys its entry sets)")
+    _add_run(p)
+    p.set_defaults(func=_cmd_sft)
+
+
+def _cmd_sft(args: argparse.Namespace) -> int:
+    from mage_core.stages.sft import run
+
+    return run(args.params, args.overrides, args.out, args.run, args.task)
+
+
 def add_evaluate(sub: Commands, fmt: Formatter) -> None:
     """``mage evaluate``: a saved policy on the fixed suites."""
     p = sub.add_parser("evaluate", help="evaluate a saved policy on the fixed in-domain and out-of-domain suites",

@@ -80,12 +80,20 @@ class Sample:
 
 @dataclass
 class LossSettings:
-    """PPO settings (docs/method.md section 6)."""
+    """PPO settings (docs/method.md section 6). ``objective``: ``ppo`` (the clipped
+    surrogate) or ``imitation`` (minus the token-mean log-probability of the taken
+    action, the samples' advantages and old log-probabilities unused: behaviour
+    cloning of an expert's choices, ``mage sft``)."""
 
     clip_ratio: float = 0.2
     entropy_coef: float = 0.001
     kl_coef: float = 0.0
     kl_estimator: str = "low_var_kl"
+    objective: str = "ppo"
+
+    def __post_init__(self) -> None:
+        if self.objective not in ("ppo", "imitation"):
+            raise ValueError(f"LossSettings.objective: {self.objective!r} is not one of ppo, imitation")
 
 
 @runtime_checkable

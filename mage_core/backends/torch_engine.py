@@ -192,7 +192,9 @@ class TorchEngine:
         """One AdamW step on one PPO mini-batch (docs/method.md section 6).
 
         loss = ppo_clip_loss - entropy_coef * entropy + kl_coef * kl, each a
-        token-mean over the whole mini-batch. Returns floats: loss, pg_loss,
+        token-mean over the whole mini-batch; with ``loss.objective`` imitation,
+        minus the token-mean log-probability of the taken actions takes the
+        surrogate's place (``old_logprobs`` then only checked for shape). Returns floats: loss, pg_loss,
         entropy, kl (when ref_logprobs is given), clip_frac, approx_kl,
         grad_norm (before clipping), num_tokens, skipped (1.0 when the gradient
         was not finite and no update was made).
@@ -218,12 +220,15 @@ class TorchEngine:
             logp, entropy = evaluate_flat(self.model, part, with_entropy=True, pack_prefixes=self.pack_prefixes,
                                           logits_chunk=self.logits_chunk_tokens)  # [n_m] each
             assert entropy is not None
-            old = torch.cat([old_logprobs[i] for i in batch]).to(device, torch.float32)  # [n_m]
-            adv = torch.tensor([samples[i].advantage for i in batch], dtype=torch.float32).repeat_interleave(
-                torch.tensor([num_tokens(samples[i]) for i in batch])).to(device)  # [n_m]
             mask = torch.ones_like(logp)
             share = logp.numel() / total if real else 0.0  # this micro-batch's share of the token-mean
-            pg_loss, clip_frac, approx_kl = ppo_clip_loss(logp, old, adv, mask, loss.clip_ratio)
+            if loss.objective == "imitation":  # behaviour cloning: the expert's action, all weight 1
+                pg_loss, clip_frac, approx_kl = -masked_mean(logp, mask), logp.new_zeros(()), logp.new_zeros(())
+            else:
+                old = torch.cat([old_logprobs[i] for i in batch]).to(device, torch.float32)  # [n_m]
+                adv = torch.tensor([samples[i].advantage for i in batch], dtype=torch.float32).repeat_interleave(
+                    torch.tensor([num_tokens(samples[i]) for i in batch])).to(device)  # [n_m]
+                pg_loss, clip_frac, approx_kl = ppo_clip_loss(logp, old, adv, mask, loss.clip_ratio)
             entropy_mean = masked_mean(entropy, mask)
             objective = pg_loss - loss.entropy_coef * entropy_mean
             if ref_logprobs is not None:

@@ -45,6 +45,7 @@ from mage_core.config.training import (
     PolicyConfig,
     RolloutConfig,
     TrainConfig,
+    WarmStartConfig,
 )
 from mage_core.envs.registry import GAMES, games_with, task
 from mage_core.opponents.families import member_name
@@ -54,7 +55,7 @@ from mage_core.schema import Strict
 __all__ = [
     "AlgorithmConfig", "BackendConfig", "Config", "ConfigError", "DataConfig", "EnvConfig", "EvaluationConfig",
     "GameName", "GridConfig", "MatchConfig", "ModelConfig", "PolicyConfig", "ReproduceConfig", "RolloutConfig",
-    "RunConfig", "TrainConfig", "TwoPlayerGame", "apply_overrides", "apply_values", "load_config",
+    "RunConfig", "TrainConfig", "TwoPlayerGame", "WarmStartConfig", "apply_overrides", "apply_values", "load_config",
     "parse_config", "run_data", "run_values",
 ]
 
@@ -78,6 +79,7 @@ class Config(Strict):
     rollout: RolloutConfig = RolloutConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     train: TrainConfig = TrainConfig()
+    warm_start: WarmStartConfig = WarmStartConfig()
     backend: BackendConfig = BackendConfig()
     evaluation: EvaluationSection = EvaluationSection()
     tracking: TrackingConfig = TrackingConfig()
@@ -150,6 +152,14 @@ class Config(Strict):
             raise ValueError("backend.generator: openai answers in free text only (the completions route scores "
                              "no candidates); set policy.action_mode: free")
         return self
+
+    def init_model(self) -> str | None:
+        """The warm start this run starts from: ``model.init``, else the ``warm_start``
+        output of its task when ``warm_start.tasks`` lists it (the embedded model only)."""
+        if self.model.init is not None or self.model.source != "embedded":
+            return self.model.init
+        ws = self.warm_start
+        return f"{ws.output_dir}/{self.env.name}/model" if self.env.name in ws.tasks else None
 
     def vllm_engine(self) -> dict[str, Any]:
         """The arguments of every vLLM engine of a run (``VLLMGenerator``), in the stage's
@@ -306,10 +316,21 @@ def run_data(data: dict[str, Any], run: str, source: str) -> dict[str, Any]:
     return apply_values(data, run_values(parse_config(data, source), run), f"reproduce.runs.{run}.set")
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None = None) -> Config:
-    """Read and validate a params file, as run ``run`` of ``reproduce.runs`` if
-    given, with ``--set`` overrides applied last; ConfigError (with every
-    problem) otherwise."""
+def warm_start_data(data: dict[str, Any], name: str, source: str) -> dict[str, Any]:
+    """The raw params ``data`` as the warm start of task ``name`` (its ``warm_start.tasks``
+    entry: ``env.name``, then the keys the entry sets), not yet validated as such."""
+    tasks = parse_config(data, source).warm_start.tasks
+    if name not in tasks:
+        raise ConfigError("command line", [f"--task: {name!r} is not one of warm_start.tasks "
+                                           f"({', '.join(tasks) or 'none listed'})"])
+    return apply_values(data, {"env.name": name, **tasks[name]}, f"warm_start.tasks.{name}")
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None = None,
+                warm_start: str | None = None) -> Config:
+    """Read and validate a params file, as run ``run`` of ``reproduce.runs`` or as the
+    warm start of task ``warm_start`` (``warm_start.tasks``) if given, with ``--set``
+    overrides applied last; ConfigError (with every problem) otherwise."""
     import yaml
 
     path = Path(path)
@@ -323,12 +344,18 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), run: str | None
         raise ConfigError(str(path), [f"<yaml>: not valid YAML at {where}: {getattr(err, 'problem', err)}"]) from None
     except UnicodeDecodeError as err:
         raise ConfigError(str(path), [f"<file>: not UTF-8 text ({err.reason})"]) from None
-    if not (overrides or run) or (data is not None and not isinstance(data, dict)):
+    if not (overrides or run or warm_start) or (data is not None and not isinstance(data, dict)):
         return parse_config(data, str(path))  # (a bad root is reported here)
     data, source = data or {}, str(path)
+    if run is not None and warm_start is not None:
+        raise ConfigError("command line", ["--run and --task: one or the other (a run of reproduce.runs, or the "
+                                           "warm start of a task of warm_start.tasks)"])
     if run is not None:
         data = run_data(data, run, source)
         source += f" as run {run}"
+    if warm_start is not None:
+        data = warm_start_data(data, warm_start, source)
+        source += f" as the warm start of {warm_start}"
     if overrides:
         data = apply_overrides(data, overrides)
         source += f" with --set {' '.join(overrides)}"

@@ -17,6 +17,9 @@ class ModelConfig(Strict):
 
     source: Literal["embedded", "local"] = "embedded"
     path: Optional[str] = None
+    #: A warm start (``mage sft``'s ``model/``): the embedded model starts from its weights and
+    #: tokenizer instead of fresh ones (a local checkpoint's warm start is its ``path``).
+    init: Optional[str] = None
     hidden_size: PositiveInt = 64
     num_layers: PositiveInt = 2
     num_heads: PositiveInt = 4
@@ -31,6 +34,9 @@ class ModelConfig(Strict):
         problems = []
         if self.source == "local" and not self.path:
             problems.append("path: required when source is 'local' (a folder with config.json and weights)")
+        if self.init is not None and self.source == "local":
+            problems.append("init: a warm start of a local checkpoint is its path (model.path: the sft output's "
+                            "model/); init starts the embedded model")
         if self.num_heads % self.num_kv_heads:
             problems.append(f"num_kv_heads ({self.num_kv_heads}) must divide num_heads ({self.num_heads})")
         if problems:
@@ -184,6 +190,56 @@ class TrainConfig(Strict):
     time_budget_minutes: NonNegativeFloat = 0.0
     output_dir: str = "artifacts/train"
     league: LeagueConfig = LeagueConfig()
+
+
+class WarmStartConfig(Strict):
+    """The warm start by imitation (``mage sft``, issue 28): ``meta_episodes`` of the task's
+    expert (``Task.expert``) played as the policy is asked, each step of a first attempt a
+    uniformly drawn legal action with probability ``detour`` (context for the expert's
+    recovery, never a target), then ``epochs`` passes of behaviour cloning of the expert's
+    own decisions in mini-batches of ``mini_batch_size``. The budget is the warm start's
+    imperfection: it leaves room to improve."""
+
+    #: The tasks whose runs start from a warm start (``<output_dir>/<task>/model``, the
+    #: ``sft@<task>`` DVC stage): every method of such a task, the baselines included. Each
+    #: maps to the dotted keys its ``sft@<task>`` stage sets (``mage sft --task``), e.g. the
+    #: ``rollout.restart`` of the task's runs or its own ``warm_start.epochs``; a list of
+    #: names is read as names with nothing to set.
+    tasks: dict[str, dict[str, Any]] = {}
+    output_dir: str = "artifacts/sft"
+    meta_episodes: PositiveInt = 256
+    detour: Probability = 0.3
+    epochs: PositiveInt = 3
+    learning_rate: PositiveFloat = 1e-3
+    mini_batch_size: PositiveInt = 64
+    seed: NonNegativeInt = 0
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _names_alone(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            if len(set(map(str, v))) != len(v):
+                raise ValueError(f"a task is listed twice: {list(v)}")
+            return {name: {} for name in v}
+        return {name: ({} if values is None else values) for name, values in v.items()} if isinstance(v, dict) else v
+
+    @field_validator("tasks")
+    @classmethod
+    def _have_experts(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from mage_core.envs.registry import GAMES, task
+
+        unknown = [name for name in v if name not in GAMES]
+        if unknown:
+            raise ValueError(f"{unknown} are not tasks ({', '.join(GAMES)})")
+        without = [name for name in v if task(name).expert is None]
+        if without:
+            having = ", ".join(g for g in GAMES if task(g).expert is not None)
+            raise ValueError(f"{without} have no expert to imitate (tasks with one: {having})")
+        for name, values in v.items():
+            fixed = [k for k in values if k == "env.name" or k.startswith(("warm_start.tasks", "warm_start.output_dir"))]
+            if fixed:
+                raise ValueError(f"{name}: {fixed[0]} is fixed by the task's entry itself; set it elsewhere")
+        return v
 
 
 class OpenAIEndpointConfig(Strict):

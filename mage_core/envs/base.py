@@ -156,6 +156,30 @@ class Env(Protocol):
         ...
 
 
+@runtime_checkable
+class FiniteSplit(Protocol):
+    """An env whose tasks are a fixed list (WebShop's goals, ALFWorld's games): an
+    evaluation set plays each of them once (``reset_to``), where training draws them
+    with replacement (``reset``). Envs that make a new task from every seed (Sokoban's
+    levels, MineSweeper's boards) are not."""
+
+    def split_size(self) -> int:
+        """How many distinct tasks the split holds."""
+        ...
+
+    def reset_to(self, index: int) -> None:
+        """``reset`` to the split's task ``index`` (0 <= index < ``split_size()``) in a
+        fixed order that mixes the split's kinds; ValueError beyond the split."""
+        ...
+
+
+def split_index_error(index: int, size: int, what: str) -> ValueError:
+    """The error of ``FiniteSplit.reset_to`` past the end: which keys to lower."""
+    return ValueError(f"an evaluation set asks for {what} {index + 1} of a split of {size}: each is played once, so "
+                      f"lower evaluation.meta_episodes_per_opponent_seat (reproduce.eval_per_pair in "
+                      f"`mage reproduce`) to at most {size}, or make the split larger")
+
+
 _ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.IGNORECASE | re.DOTALL)
 
 

@@ -95,6 +95,11 @@ class Task:
       the first state's (a reset env is given), so each stays one token of the embedded
       tokenizer (WebShop's pages, ALFWorld's c1..cN, MineSweeper's every cell).
     - ``data``: a data-backed task's hooks (``TaskData``), None otherwise.
+    - ``expert``: single-agent tasks: ``"module:function"`` of ``act(env, rng) -> str``, an
+      expert's next action from any position of a reset environment, one of its
+      ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
+      ``expert_settings``: what the expert needs of the environment's settings (ALFWorld: the
+      engine's planner), applied to the demonstrations' environments only.
     """
 
     name: str
@@ -120,6 +125,8 @@ class Task:
     method_values: Mapping[str, Any] = field(default_factory=dict)
     action_words: Callable[[Any], Iterable[str]] | None = None
     data: TaskData | None = None
+    expert: str | None = None
+    expert_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def two_player(self) -> bool:

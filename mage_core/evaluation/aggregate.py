@@ -49,7 +49,8 @@ EPISODE_COLUMNS = ("run", "env", "method", "suite", "group", "opponent", "seat",
                    "num_meta_episodes", "success", "success_low", "success_high", "draw", "draw_low", "draw_high",
                    "score", "score_low", "score_high", "score_exact", "pass_at", "pass_at_low", "pass_at_high",
                    "best_response_value", "exploitation_ratio", "ceiling_best_fixed", "ceiling_passive",
-                   "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1", "opening_bet_K_ep1")
+                   "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1", "opening_bet_K_ep1",
+                   "success_gain", "success_gain_low", "success_gain_high")
 CURVE_COLUMNS = ("run", "env", "method", "step", "train_headline", "eval_headline", "entropy")
 OVERVIEW_COLUMNS = ("run", "env", "method", "episodes_per_meta_episode", "policy", "population", "restart",
                     "early_stop", "iterations", "best_score", "best_iteration", "select_on")
@@ -74,7 +75,7 @@ _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
 #: Per group, not per episode index; Kuhn's exact ceilings are the ``all`` group's (``kuhn_ceilings``).
 _GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio", "ceiling_best_fixed",
                   "ceiling_passive", "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1",
-                  "opening_bet_K_ep1")
+                  "opening_bet_K_ep1", "success_gain", "success_gain_low", "success_gain_high")
 
 
 class RunTables(NamedTuple):

@@ -29,10 +29,12 @@ def evaluation_specs(
     positive probability, ``per_opponent_seat`` meta-episodes each, task seeds
     from (seed, pair index, i). Identical on every call (docs/method.md section 8).
     Task seeds are 62-bit (as training's), so two sets of different ``seed``
-    share none in practice (the selection and report sets: a test checks it)."""
+    share none in practice (the selection and report sets: a test checks it). A
+    single-agent set numbers its tasks: an env of a finite split (WebShop's goals,
+    ALFWorld's games: ``FiniteSplit``) plays task i of its split, each once."""
     if is_single_agent(game):
         seeds = _task_seeds(seed, 0, per_opponent_seat)
-        return [MetaEpisodeSpec(game, None, 0, int(s), i) for i, s in enumerate(seeds)]
+        return [MetaEpisodeSpec(game, None, 0, int(s), i, task_index=i) for i, s in enumerate(seeds)]
     pairs = sorted(Population(entries).probabilities())
     specs = []
     for index, (opponent, seat) in enumerate(pairs):
@@ -60,8 +62,11 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
     Keys ``<group>/<name>``: group is ``all`` or ``<opponent>/<seat>``; names
     ``{unit}_ep{k}`` (mean ``score``), ``success_ep{k}``, ``draw_ep{k}``,
     ``pass_at_{k}`` (k = 1..num_episodes), ``invalid_rate`` (invalid actions per
-    turn), ``num_meta_episodes``. ``intervals`` adds ``<name>_low`` and
-    ``<name>_high``: 95% Wilson intervals of rates, normal intervals of means.
+    turn), ``num_meta_episodes``, and with K > 1 ``success_gain``: the final
+    episode's success minus the first's, paired on each meta-episode (does a later
+    attempt do better than the first of the same meta-episode?). ``intervals`` adds
+    ``<name>_low`` and ``<name>_high``: 95% Wilson intervals of rates, normal
+    intervals of means (the gain's too).
 
     Per-episode figures average over ALL meta-episodes, every key is present for
     k = 1..num_episodes: a meta-episode that stopped early (``rollout.early_stop``,
@@ -85,11 +90,13 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
     for g, metas in sorted(groups.items()):
         n = len(metas)
         by_episode: list[list[Mapping[str, Any]]] = [[] for _ in range(num_episodes)]
-        first_success = []
+        first_success, gains = [], []
         invalid = turns = 0
         for episodes in metas.values():
             episodes = sorted(episodes, key=lambda r: r["episode"])
             first_success.append(next((r["episode"] for r in episodes if r["success"]), None))
+            final = next((r for r in episodes if r["episode"] == num_episodes), episodes[-1])  # carried forward
+            gains.append(float(bool(final["success"])) - float(bool(episodes[0]["success"])))
             for r in episodes:
                 invalid += r["invalid"]
                 turns += r["turns"]
@@ -105,6 +112,8 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
             _rate(out, f"{g}/success_ep{k}", sum(bool(r["success"]) for r in played), len(played), intervals)
             _rate(out, f"{g}/draw_ep{k}", sum(bool(r["draw"]) for r in played), len(played), intervals)
             _rate(out, f"{g}/pass_at_{k}", sum(f is not None and f <= k for f in first_success), n, intervals)
+        if num_episodes > 1:
+            _mean(out, f"{g}/success_gain", gains, intervals)
     if weights:
         _reweight_all(out, weights)
     return out

@@ -59,8 +59,7 @@ def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed:
     rng = np.random.default_rng(seed)
     settings = cfg.opponents.settings()
     yield " ".join(TAGS)
-    if cfg.algorithm.agent in ("a_mem", "memento"):  # their compact prompts' own words (other runs': unchanged)
-        yield "mem -> success failure"
+    yield "mem -> success failure"  # the memory baselines' compact words: a task's vocabulary, whatever the method
     for game in corpus_games(cfg):
         yield from task_texts(cfg, game)
         env_settings = getattr(cfg.env, game).settings()

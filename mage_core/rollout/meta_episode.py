@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from mage_core.envs.base import Env, Outcome
+from mage_core.envs.base import Env, FiniteSplit, Outcome
 from mage_core.envs.rewards import invalid_action_penalty, length_penalty
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.context import (
@@ -45,6 +45,9 @@ class MetaEpisodeSpec:
     agent_seat: int
     task_seed: int  # seeds the env: deals, levels, the opponent's randomness
     group: int  # index of the group of meta-episodes that share a baseline
+    #: An evaluation set's task of a finite split (``FiniteSplit.reset_to``: each played
+    #: once); None: the env draws its task from ``task_seed``.
+    task_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,10 @@ class MetaEpisode:
         self._episode_rewards: list[float] = []
         self._episode_invalid = 0
         self._case_turns: list[tuple[str, str]] = []  # Memento: this episode's (state, action)
-        self.env.reset()
+        if self.spec.task_index is not None and isinstance(self.env, FiniteSplit):
+            self.env.reset_to(self.spec.task_index)
+        else:
+            self.env.reset()
 
     # -- what the policy must decide ---------------------------------------------------------
 

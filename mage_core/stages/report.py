@@ -48,6 +48,7 @@ from mage_core.evaluation.aggregate import (
     env_sort_key,
     final_episode,
     flat_metrics,
+    fmt_interval,
     fmt_number,
     kuhn_ceiling_table,
     load_runs,
@@ -353,6 +354,34 @@ def opening_bets_markdown(episodes: pd.DataFrame, runs: Mapping[str, str] | None
             "fixed then respond never bets J or Q.\n\n" + table)
 
 
+def gain_markdown(episodes: pd.DataFrame) -> str:
+    """Final attempt minus first, paired on each meta-episode of the in-domain suite
+    (``success_gain``): does a later attempt do better than the first of the same
+    meta-episode? Every run with K > 1, by environment and method."""
+    rows = final_episode(episodes, IN_DOMAIN)
+    rows = rows[rows.success_gain.notna()].copy()
+    if rows.empty:
+        return ""
+    rows["order"] = rows.env.map(env_sort_key)
+    first = episodes[(episodes.suite == IN_DOMAIN) & (episodes.group == "all") & (episodes.episode == 1)]
+    first_success = dict(zip(first.run, first.success))
+    table = []
+    for r in rows.sort_values(["order", "run"]).itertuples():
+        verdict = "yes" if r.success_gain_low > 0 else "no" if r.success_gain_high < 0 else "not shown"
+        table.append([ENV_LABELS.get(r.env, r.env), r.method, fmt_number(first_success[r.run]), fmt_number(r.success),
+                      fmt_interval(r.success_gain, r.success_gain_low, r.success_gain_high, signed=True), verdict])
+    return "\n".join([
+        "### Does a later attempt do better than the first? In-domain success, paired\n",
+        "The final episode's success minus the first's on each meta-episode (a 95% normal interval of the "
+        "mean difference); \"yes\" only when the interval lies above 0, \"no\" when below. With "
+        "`rollout.restart: same` the task is replayed, so a gain is the use of what an earlier attempt revealed; "
+        "with fresh deals (Kuhn Poker, Tic-Tac-Toe) success is the wrong figure for adaptation: read chips "
+        "against the ceilings above.\n",
+        markdown_table(["env", "method", "success, first", "success, final", "final minus first", "final beats first"],
+                       table),
+    ])
+
+
 def lineage_line(project_dir: Path) -> str:
     """Where the report comes from: the checkout's commit and the digest of the dvc.lock
     entries it was made from (every stage's but the report's own, written after it);
@@ -396,6 +425,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         markdown_table(["suite", "method", "env", "score", "success", "draw", "Pass@K"], ood_rows)
         if ood_rows else "No out-of-domain suite was evaluated.\n",
         "## Adaptation across episodes\n", "![adaptation by episode index](adaptation.png)\n",
+        gain_markdown(tables.episodes),
         "## Training curves\n", "![training curves](training_curves.png)\n",
         "## Per opponent and seat\n",
         "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",

@@ -117,7 +117,7 @@ def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
     if dvc_runs.write(workspace):  # reproduce.runs edited since: the stage graph follows it
-        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} from reproduce.runs")
+        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} from reproduce.runs and warm_start.tasks")
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     if not run_flow([flow, str(workspace)], workspace, lock):

@@ -179,6 +179,7 @@ def compared_values(cfg: Config) -> dict[str, Any]:
     for section in COMPARED_SECTIONS:
         values.update(flatten({section: data[section]}))
     values = {key: v for key, v in values.items() if not key.startswith("evaluation.ood.")}
+    values["model.init"] = cfg.init_model()  # the warm start it starts from, model.init's or warm_start.tasks'
     values[f"evaluation.ood.{game}"] = data["evaluation"]["ood"][game]
     values.update(flatten({"env": {game: data["env"][game]}}))
     if game in data["population"]:  # the two-player games
@@ -197,11 +198,13 @@ def differences(run: Config, paper: Config) -> tuple[Difference, ...]:
 
 
 def model_summary(cfg: Config) -> str:
-    """The policy network in a few words: the embedded tiny Qwen3's size, or the local folder."""
-    m = cfg.model
+    """The policy network in a few words: the embedded tiny Qwen3's size and where it starts
+    (from scratch or a warm start), or the local folder."""
+    m, init = cfg.model, cfg.init_model()
     if m.source == "local":
         return f"local checkpoint `{m.path}` ({m.dtype})"
-    return (f"embedded tiny Qwen3 from scratch ({m.num_layers} layers, hidden {m.hidden_size}, "
+    start = f"from the warm start `{init}`" if init is not None else "from scratch"
+    return (f"embedded tiny Qwen3 {start} ({m.num_layers} layers, hidden {m.hidden_size}, "
             f"{m.num_heads} heads, {m.dtype})")
 
 

@@ -40,6 +40,10 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
         return tokenizer, model
     tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed),
                                 extra_tokens=action_tokens(cfg))
+    if cfg.init_model() is not None:  # a warm start: its weights and tokenizer, if they fit this run
+        tokenizer, model = warm_start(cfg, tokenizer)
+        save_policy(model, tokenizer, init_dir)
+        return tokenizer, model
     spec = TinyModelSpec(hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
                          num_kv_heads=m.num_kv_heads, head_dim=m.head_dim, intermediate_size=m.intermediate_size,
                          max_position_embeddings=m.max_position_embeddings)
@@ -47,6 +51,53 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
                              bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, seed=cfg.seed)
     save_policy(model, tokenizer, init_dir)
     return tokenizer, model
+
+
+#: What a warm start (``mage sft``) records of the run that made it, in ``warm_start.json``
+#: beside its weights; a run that starts from it must agree on each.
+WARM_START_KEYS = ("env.name", "policy.prompt_style", "policy.action_mode")
+_SPEC_FIELDS = {"hidden_size": "hidden_size", "num_layers": "num_hidden_layers", "num_heads": "num_attention_heads",
+                "num_kv_heads": "num_key_value_heads", "head_dim": "head_dim",
+                "intermediate_size": "intermediate_size", "max_position_embeddings": "max_position_embeddings"}
+
+
+def warm_start_record(cfg: Config) -> dict[str, Any]:
+    """``warm_start.json``: the values of ``WARM_START_KEYS`` in ``cfg``."""
+    return {key: getattr(getattr(cfg, key.split(".")[0]), key.split(".")[1]) for key in WARM_START_KEYS}
+
+
+def warm_start(cfg: Config, tokenizer: Any) -> tuple[Any, Any]:
+    """The (tokenizer, model) of ``model.init``, checked against this run: the same task,
+    prompt style and action mode (its ``warm_start.json``), the architecture of
+    ``model``, and every word of this run's own vocabulary (``tokenizer``) in its
+    vocabulary. ConfigError naming ``model.init`` and what differs."""
+    import json
+
+    from mage_core.policy.model import load_policy
+
+    path = Path(str(cfg.init_model()))
+    key = "model.init" if cfg.model.init is not None else f"warm_start.tasks ({cfg.env.name})"
+    try:
+        model, init_tokenizer = load_policy(path)
+        record = json.loads((path / "warm_start.json").read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError("params", [f"{key}: {err} (a warm start is `mage sft`'s model/ folder)"]) from None
+    except (ValueError, json.JSONDecodeError) as err:
+        raise ConfigError("params", [f"{key}: {path}: {err}"]) from None
+    mine = warm_start_record(cfg)
+    problems = [f"{key}: {path} was made with {name} {record.get(name)!r}, this run has {value!r}"
+                for name, value in mine.items() if record.get(name) != value]
+    problems += [f"{key}: {path} has {theirs} {getattr(model.config, theirs)}, model.{ours} is "
+                 f"{getattr(cfg.model, ours)}" for ours, theirs in _SPEC_FIELDS.items()
+                 if getattr(model.config, theirs, None) != getattr(cfg.model, ours)]
+    missing = sorted(set(tokenizer.get_vocab()) - set(init_tokenizer.get_vocab()))
+    if missing:
+        problems.append(f"{key}: {path}'s vocabulary lacks {len(missing)} word(s) of this run's "
+                        f"({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}): make the warm start "
+                        "with this run's env, policy and algorithm.agent")
+    if problems:
+        raise ConfigError("params", problems)
+    return init_tokenizer, model
 
 
 #: End-of-turn tokens a free-text response stops at, besides the tokenizer's EOS (Qwen chat models).
@@ -136,10 +187,7 @@ def make_generator(cfg: Config, tokenizer: Any, model_dir: Path, model: Any = No
     if b.generator == "openai":
         from mage_core.backends.openai_generator import OpenAIGenerator
 
-        o = b.openai
-        if cfg.policy.action_mode != "free":
-            raise ConfigError("params", ["backend.generator: openai answers in free text only (the completions "
-                                         "route scores no candidates); set policy.action_mode: free"])
+        o = b.openai  # (constrained actions with a served model are refused by the schema)
         served = OpenAIGenerator(tokenizer, o.base_url, o.model, o.api_key_env, o.timeout_s, o.max_retries,
                                  o.max_concurrency)
         try:

@@ -45,8 +45,8 @@ def _check_stage_runs(params: Path, sync: bool, console: Console) -> int:
         return 0
     if sync:
         dvc_runs.write(project)
-        console.print(f"rewrote {project / dvc_runs.RUNS_FILE} from reproduce.runs", soft_wrap=True)
+        console.print(f"rewrote {project / dvc_runs.RUNS_FILE} from reproduce.runs and warm_start.tasks", soft_wrap=True)
         return 0
-    console.print(f"[bold red]stale[/]: {problem}; `dvc repro` would run the old list of runs "
+    console.print(f"[bold red]stale[/]: {problem}; `dvc repro` would run the old list of runs and warm starts "
                   "(`mage validate --sync-dvc` rewrites it; `mage reproduce` does so itself)", soft_wrap=True)
     return 1

@@ -36,6 +36,33 @@ def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
         assert env.legal_actions() == [] and env.observation().endswith("The task is done.")
 
 
+def test_the_planner_expert_wins_every_game_within_the_turn_limit(alfworld_games: Path) -> None:
+    from mage_core.envs.alfworld.expert import act
+
+    env = make(alfworld_games, planner=True)
+    rng = np.random.default_rng(0)
+    for gamefile in env.games:
+        env.set_game(gamefile)
+        while not env.done:
+            command = act(env, rng)
+            assert command == env.planner_commands()[0] and command in env.legal_actions()
+            result = env.step(command)
+        assert result.outcome is Outcome.WIN and env.turn <= len(E.walkthrough(gamefile))
+    with pytest.raises(RuntimeError, match=r"plans only with AlfWorldSettings\(planner=True\)"):
+        make(alfworld_games).planner_commands()
+
+
+def test_an_evaluation_set_plays_each_game_once(alfworld_games: Path) -> None:
+    env = make(alfworld_games)
+    played = []
+    for index in range(env.split_size()):
+        env.reset_to(index)
+        played.append(env.game)
+    assert sorted(played) == sorted(env.games)  # all six, none twice
+    with pytest.raises(ValueError, match=r"asks for game 7 of a split of 6"):
+        env.reset_to(6)
+
+
 def test_restart_replays_the_game_and_invalid_turns_change_nothing(alfworld_games: Path) -> None:
     env = make(alfworld_games, max_turns=3)
     env.reset()
@@ -66,6 +93,22 @@ def test_parse_action_and_compact_names(alfworld_games: Path) -> None:
     compact = env.compact_observation()
     assert compact.startswith(f"task {E.compact_text(env.task)} ") and f"c1 {legal[0]}" in compact
     assert "welcome to textworld" not in compact
+
+
+def test_a_lost_attempt_remembers_where_it_looked(alfworld_games: Path) -> None:
+    env = make(alfworld_games, max_turns=3)
+    env.reset()
+    places = [a for a in env.legal_actions() if a.startswith("go to ")][:3]
+    for command in places:
+        env.step(command)
+    assert env.done and not env.won
+    looked = ", ".join(c.removeprefix("go to ") for c in places)
+    assert env.compact_observation().endswith(f" searched {looked} lost")  # what the next attempt reads
+    env.restart()
+    env.step(None)
+    env.step(None)
+    env.step(None)
+    assert env.compact_observation().endswith(" searched nothing lost")  # a new attempt starts afresh
 
 
 def test_put_in_reads_as_move_to(alfworld_games: Path) -> None:

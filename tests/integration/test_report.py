@@ -210,3 +210,19 @@ def test_a_run_without_settings_is_named(outputs: dict[str, Any], tmp_path: Path
         report(RUNS, outputs["eval"], outputs["train"], tmp_path / "r",
                {run: s for run, s in settings(RUNS).items() if run != "tic_tac_toe-mage"})
     assert not (tmp_path / "r").exists()
+
+
+def test_the_final_attempt_minus_the_first_is_reported_paired_per_run(outputs: dict[str, Any]) -> None:
+    text = (outputs["out"] / "report.md").read_text()
+    assert "### Does a later attempt do better than the first? In-domain success, paired" in text
+    for run, (game, method) in RUNS.items():
+        m = eval_metrics(outputs, run)
+        gain = m["eval/in_domain/all/success_gain"]
+        # the table's figures are metrics.json's, and the verdict follows the interval
+        low, high = m["eval/in_domain/all/success_gain_low"], m["eval/in_domain/all/success_gain_high"]
+        verdict = "yes" if low > 0 else "no" if high < 0 else "not shown"
+        label = {"kuhn_poker": "Kuhn Poker", "tic_tac_toe": "Tic-Tac-Toe"}[game]
+        assert f"| {label} | {method} | " in text and f"[{low:+.3f}, {high:+.3f}] | {verdict} |" in text
+        # paired or not, the mean difference is the difference of the two rates (same meta-episodes, same weights)
+        assert gain == pytest.approx(m["eval/in_domain/all/success_ep3"] - m["eval/in_domain/all/success_ep1"],
+                                     abs=1e-9)

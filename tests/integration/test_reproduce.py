@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
               "sokoban-memento"]
 #: The smoke profile's stages in the flow's order: data first, then training, evaluation, the report.
-SMOKE_STAGES = (["data@webshop", "data@alfworld"] + [f"train@{r}" for r in SMOKE_RUNS]
+SMOKE_STAGES = (["data@webshop", "data@alfworld", "sft@sokoban"] + [f"train@{r}" for r in SMOKE_RUNS]
                 + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["report"])
 
 
@@ -206,7 +206,7 @@ def test_the_evaluate_flow_needs_trained_checkpoints(tmp_path: Path, harness: No
     from mage_core.stages.reproduce import prepare_workspace
 
     fresh = prepare_workspace(copy_project(tmp_path), "smoke")
-    with pytest.raises(RuntimeError, match="not run yet: data@webshop, data@alfworld, train@kuhn_poker-mage, "
+    with pytest.raises(RuntimeError, match="not run yet: data@webshop, data@alfworld, sft@sokoban, train@kuhn_poker-mage, "
                                            "train@tic_tac_toe-gigpo"):
         evaluate(str(fresh))
     assert not (fresh / "artifacts").exists()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mage_core.config import ConfigError
+from mage_core.config import ConfigError, parse_config, warm_start_data
 from mage_core.envs.registry import task
 from mage_core.stages import dvc_runs
 from mage_core.stages.validate import run as validate
@@ -45,12 +45,44 @@ def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
 
 def test_a_runs_own_data_path_is_its_input() -> None:
     data = _params()
+    data["warm_start"]["tasks"] = {}  # no warm start: init is the inputs again
     data["reproduce"]["runs"] = {
         "shop": {"env": "webshop", "method": "grpo", "set": {"env.webshop.data_path": "data/shop_small"}},
         "poker": {"env": "kuhn_poker", "method": "mage"},
     }
-    assert dvc_runs.run_inputs(data) == {"shop": {"env": "webshop", "inputs": "data/shop_small"},
-                                         "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+    assert dvc_runs.run_inputs(data) == {
+        "shop": {"env": "webshop", "inputs": "data/shop_small", "init": "data/shop_small"},
+        "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker"}}
+
+
+def test_a_warm_started_task_gets_its_sft_stage_and_its_runs_depend_on_it() -> None:
+    data = _params()
+    data["warm_start"]["tasks"] = ["webshop"]
+    data["reproduce"]["runs"] = {"shop": {"env": "webshop", "method": "react"},
+                                 "poker": {"env": "kuhn_poker", "method": "mage"}}
+    assert dvc_runs.warm_starts(data) == {"webshop": {"inputs": "data/webshop", "out": "artifacts/sft/webshop"}}
+    runs = dvc_runs.run_inputs(data)
+    assert runs["shop"]["init"] == "artifacts/sft/webshop" and runs["shop"]["inputs"] == "data/webshop"
+    assert runs["poker"]["init"] == "mage_core/envs/kuhn_poker"  # no warm start: its inputs again
+
+
+def test_a_warm_start_entry_sets_its_own_keys() -> None:
+    data = _params()
+    data["warm_start"]["tasks"] = {"webshop": {"env.webshop.data_path": "data/shop_small", "warm_start.epochs": 7}}
+    data["reproduce"]["runs"] = {"shop": {"env": "webshop", "method": "react"}}
+    # the sft stage reads the data folder its entry names, and its out stays the task's
+    assert dvc_runs.warm_starts(data) == {"webshop": {"inputs": "data/shop_small", "out": "artifacts/sft/webshop"}}
+    cfg = parse_config(warm_start_data(data, "webshop", "params.yaml"))
+    assert cfg.env.name == "webshop" and cfg.warm_start.epochs == 7
+    with pytest.raises(ConfigError, match=r"--task: 'sokoban' is not one of warm_start.tasks \(webshop\)"):
+        warm_start_data(data, "sokoban", "params.yaml")
+    data["warm_start"]["tasks"] = {"webshop": {"env.name": "sokoban"}}
+    with pytest.raises(ConfigError, match="webshop: env.name is fixed by the task's entry itself"):
+        parse_config(data)
+    data["warm_start"]["tasks"] = {"webshop": {"warm_start.epoch": 7}}
+    with pytest.raises(ConfigError) as err:
+        dvc_runs.render(data)
+    assert "as the warm start of webshop" in str(err.value) and "epoch" in str(err.value)
 
 
 def test_a_bad_run_is_a_config_error_naming_it() -> None:
@@ -77,13 +109,14 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
 
     assert validate(str(project / "params.yaml")) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert "dvc.runs.yaml: does not match reproduce.runs" in out and "mage validate --sync-dvc" in out
+    assert "dvc.runs.yaml: does not match reproduce.runs and warm_start.tasks" in out and "mage validate --sync-dvc" in out
     assert (project / "dvc.runs.yaml").read_text() == before  # a check writes nothing
 
     assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
     assert dvc_runs.stale(project) is None
     listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
-    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker"}}
+    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker",
+                                          "init": "mage_core/envs/kuhn_poker"}}
     assert validate(str(project / "params.yaml")) == 0
 
 

@@ -17,6 +17,7 @@ from mage_core.stages.run_settings import (
     compared_values,
     describe,
     differences,
+    model_summary,
     paper_config,
     reference_keys,
     run_settings,
@@ -94,6 +95,18 @@ def test_keys_of_one_side_only_count_as_differences() -> None:
     assert found["algorithm.gamma_traj"] == (0.6, 0.9)
     assert len(found) == len(differences(run, paper))  # one entry per key
     assert "evaluation.ood.kuhn_poker" not in compared_values(run)  # other games' suites are not compared
+
+
+def test_a_warm_started_run_shows_the_warm_start_it_starts_from() -> None:
+    paper = parse_config({"env": {"name": "sokoban"}, "model": {"source": "local", "path": "m"},
+                          "warm_start": {"tasks": ["sokoban"]}})  # a local model is never warm-started by the list
+    run = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": {"sokoban": {"warm_start.epochs": 9}}}})
+    found = {d.key: (d.run_value, d.paper_value) for d in differences(run, paper)}
+    assert found["model.init"] == ("artifacts/sft/sokoban/model", None)
+    assert model_summary(run) == ("embedded tiny Qwen3 from the warm start `artifacts/sft/sokoban/model` "
+                                  "(2 layers, hidden 64, 4 heads, float32)")
+    cold = parse_config({"env": {"name": "sokoban"}, "warm_start": {"tasks": ["webshop"]}})
+    assert compared_values(cold)["model.init"] is None
 
 
 def test_the_same_config_differs_in_nothing_and_the_title_says_so() -> None:

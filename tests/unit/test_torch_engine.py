@@ -430,3 +430,47 @@ def test_non_finite_gradient_skips_the_update() -> None:
     assert metrics["skipped"] == 1.0 and not math.isfinite(metrics["grad_norm"])
     assert engine.num_steps == 0 and engine.num_skipped_steps == 1
     assert all(torch.equal(a, b) for a, b in zip(before, engine.model.parameters()))
+
+
+@pytest.mark.equivalence
+def test_an_imitation_step_is_plain_behaviour_cloning() -> None:
+    """objective imitation: minus the token-mean log-probability of the taken actions (free
+    tokens, or the choice's log-softmax among the candidates), written out per sample."""
+    model = tiny_model()
+    plain = copy.deepcopy(model)
+    engine = TorchEngine(model, 1e-3, max_grad_norm=0.5, max_tokens_per_micro_batch=48)
+    samples = mixed_samples(9)
+    before = sum(lp.sum().item() for lp in engine.logprobs(samples))
+    # Old log-probs that would clip every ratio under PPO: imitation must not read them.
+    old = [lp - 5.0 for lp in engine.logprobs(samples)]
+    metrics = engine.step(samples, old, None, LossSettings(entropy_coef=0.0, objective="imitation"))
+    weights = [len(s.response) if s.response is not None else 1 for s in samples]
+    assert metrics["pg_loss"] == pytest.approx(-before / sum(weights), abs=1e-5)
+    assert metrics["clip_frac"] == 0.0 and metrics["approx_kl"] == 0.0
+
+    opt = torch.optim.AdamW(plain.parameters(), lr=1e-3, weight_decay=0.0)
+    terms = []
+    for s in samples:
+        if s.response is not None:
+            logits = plain(torch.tensor([s.prompt + s.response])).logits[0]
+            logp_all = torch.log_softmax(logits[len(s.prompt) - 1: -1], -1)
+            terms.append(logp_all.gather(1, torch.tensor(s.response)[:, None])[:, 0])
+        else:
+            assert s.candidates is not None and s.choice is not None
+            scores = []
+            for c in s.candidates:
+                lg = torch.log_softmax(plain(torch.tensor([s.prompt + c])).logits[0], -1)
+                scores.append(sum(lg[len(s.prompt) - 1 + t, tok] for t, tok in enumerate(c)))
+            terms.append(torch.log_softmax(torch.stack(scores), 0)[s.choice: s.choice + 1])
+    opt.zero_grad()
+    (-torch.cat(terms).mean()).backward()
+    torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.5)
+    opt.step()
+    for (name, a), b in zip(model.named_parameters(), plain.parameters()):
+        torch.testing.assert_close(a, b, atol=2e-6, rtol=0, msg=name)
+    assert sum(lp.sum().item() for lp in engine.logprobs(samples)) > before  # the expert's actions got likelier
+
+
+def test_an_unknown_objective_is_named() -> None:
+    with pytest.raises(ValueError, match="LossSettings.objective: 'bc' is not one of ppo, imitation"):
+        LossSettings(objective="bc")

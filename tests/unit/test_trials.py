@@ -89,3 +89,18 @@ def test_weighted_rate_intervals_stay_within_zero_and_one() -> None:
     m = summarize_trials(trial_rows(metas, "s"), 1, weights={("a", 0): 0.5, ("b", 1): 0.5}, intervals=True)
     assert m["all/draw_ep1"] == 0.0 and m["all/draw_ep1_low"] == 0.0 and 0 < m["all/draw_ep1_high"] < 1
     assert m["all/success_ep1"] == 0.5 and 0.0 <= m["all/success_ep1_low"] < 0.5 < m["all/success_ep1_high"] <= 1.0
+
+
+def test_the_final_attempt_minus_the_first_is_paired_on_each_meta_episode() -> None:
+    # Gains per meta-episode (final success - first): L..W = +1, W (stopped early, carried) = 0,
+    # W..L = -1, L..W = +1 -> mean 1/4; sample std of (1, 0, -1, 1) = sqrt(11/12) = 0.9574,
+    # half-width 1.96 * 0.9574 / 2 = 0.9382.
+    metas = [finished("a", 0, [L, L, W], [0.0] * 3), finished("a", 0, [W], [10.0]),
+             finished("a", 0, [W, L, L], [0.0] * 3), finished("a", 0, [L, W, W], [0.0] * 3)]
+    m = summarize_trials(trial_rows(metas, "s"), 3, intervals=True)
+    assert m["all/success_gain"] == pytest.approx(0.25)
+    assert m["all/success_gain_low"] == pytest.approx(0.25 - 0.9382, abs=1e-3)
+    assert m["all/success_gain_high"] == pytest.approx(0.25 + 0.9382, abs=1e-3)
+    # the unpaired difference of the two rates is the same mean: 3/4 final - 2/4 first
+    assert m["all/success_ep3"] - m["all/success_ep1"] == pytest.approx(0.25)
+    assert "all/success_gain" not in summarize_trials(trial_rows(metas[:1], "s"), 1)  # K = 1: no gain

@@ -702,3 +702,23 @@ def test_compact_observation_by_hand(catalogue):
     while not e.done:
         e.step(expert_action(e))
     assert e.compact_observation().endswith(" won") and " bought " in e.compact_observation()
+
+
+def test_an_evaluation_set_plays_each_goal_of_its_split_once(catalogue):
+    from mage_core.config import Config
+    from mage_core.evaluation.meta_eval import evaluation_specs
+    from mage_core.rollout.meta_episode import MetaEpisode
+    from mage_core.trainers.meta_rl import meta_settings
+
+    goals = catalogue.goals[:5]
+    specs = evaluation_specs("webshop", [], 5, seed=3)
+    assert [s.task_index for s in specs] == [0, 1, 2, 3, 4]
+    played = []
+    for spec in specs:  # every spec gets its own env and draw, as an evaluation builds them
+        env = WebShopEnv(WebShopSettings(), np.random.default_rng(spec.task_seed), catalogue, goals)
+        MetaEpisode(spec, env, meta_settings(Config(), "webshop", 3, True), encode=len, encode_action=len)
+        played.append(env.goal)
+    assert played == list(goals)  # each once, in the split's order; a draw would repeat some
+    env = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, goals)
+    with pytest.raises(ValueError, match=r"asks for goal 6 of a split of 5: .* to at most 5"):
+        env.reset_to(5)

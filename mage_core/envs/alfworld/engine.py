@@ -96,9 +96,10 @@ def game_files(root: str) -> list:
     return sorted(out)
 
 
-def make_play_env():
+def make_play_env(planner: bool = False):
     """TextWorld's PDDL engine with ALFWorld's wrappers and no expert: what an agent plays
-    (its translation and template parses memoized: cache.py)."""
+    (its translation and template parses memoized: cache.py). ``planner``: the state also
+    holds ``policy_commands``, the planner's shortest way to the goal from there."""
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
     from textworld.envs import PddlEnv
@@ -107,8 +108,8 @@ def make_play_env():
 
     cache.install()
     grammar.install()  # no eval of a game's grammar expressions
-    return AlfredInfos(AlfredDemangler(PddlEnv(textworld.EnvInfos(won=True, admissible_commands=True,
-                                                                  extras=["gamefile"])), shuffle=False))
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, policy_commands=planner, extras=["gamefile"])
+    return AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))
 
 
 def replay(env, gamefile: str) -> tuple:

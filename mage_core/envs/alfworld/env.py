@@ -28,13 +28,14 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 
 #: Split -> its folder in ALFWorld's layout (json_2.1.1/...).
 SPLIT_FOLDERS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
 NOTHING_HAPPENS = "Nothing happens."
 _TASK = re.compile(r"Your task is to: (.*)")
 _PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
+_SEARCH = re.compile(r"^(?:go to|open) (.+)$")  # a command that looks somewhere
 
 
 class AlfWorldDataError(ValueError):
@@ -49,6 +50,9 @@ class AlfWorldSettings:
     split: str = "train"
     max_turns: int = 10
     success_reward: float = 10.0
+    #: The engine also plans a shortest way to the goal after every step (TextWorld's planner:
+    #: ``planner_commands``), for the expert of ``mage sft``; seconds a step, so off in play.
+    planner: bool = False
 
     def __post_init__(self) -> None:
         errors = []
@@ -103,7 +107,7 @@ class AlfWorldEnv:
             raise AlfWorldDataError("AlfWorldEnv needs at least one game")
         self._rng = check_generator(rng, "AlfWorldEnv")
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
-        self._engine = make_play_env()
+        self._engine = make_play_env(planner=settings.planner)
         self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
         self.game: str | None = None
         self._state: dict = {}
@@ -128,6 +132,17 @@ class AlfWorldEnv:
     def reset(self) -> None:
         self.set_game(self.games[int(self._rng.integers(len(self.games)))])
 
+    def split_size(self) -> int:
+        return len(self.games)
+
+    def reset_to(self, index: int) -> None:
+        """Game ``index`` of the split, in a fixed shuffled order (seed 0) so that the first
+        games of a set mix the task types."""
+        if not 0 <= index < len(self.games):
+            raise split_index_error(index, len(self.games), "game")
+        order = np.random.default_rng(0).permutation(len(self.games))
+        self.set_game(self.games[int(order[index])])
+
     def set_game(self, gamefile: str) -> None:
         """Start an episode on a given game file (checked once before its first load:
         ``grammar.check_game_file``)."""
@@ -150,6 +165,7 @@ class AlfWorldEnv:
         self._turn = 0
         self._done = False
         self._won = False
+        self._searched: list[str] = []  # the places this attempt went to or opened, in order
 
     @property
     def done(self) -> bool:
@@ -162,6 +178,13 @@ class AlfWorldEnv:
     @property
     def won(self) -> bool:
         return self._won
+
+    def planner_commands(self) -> list[str]:
+        """A shortest command sequence to the goal from here (TextWorld's planner, which knows
+        where every object is); needs ``settings.planner``."""
+        if not self.settings.planner:
+            raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with AlfWorldSettings(planner=True)")
+        return list(self._state.get("policy_commands") or [])
 
     # ------------------------------------------------------------------ what the agent sees
     def legal_actions(self) -> list[str]:
@@ -181,8 +204,9 @@ class AlfWorldEnv:
         feedback = compact_text(self._feedback)
         if self._turn == 0:  # the intro repeats the task at its end
             feedback = feedback.split("your task is to:")[0].strip()
-        if self._done:
-            return f"task {compact_text(self.task)} {feedback} {'won' if self._won else 'lost'}"
+        if self._done:  # what a later attempt of the same game can use: where this one looked
+            searched = f"searched {', '.join(self._searched)}" if self._searched else "searched nothing"
+            return f"task {compact_text(self.task)} {feedback} {searched} {'won' if self._won else 'lost'}"
         choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
         return f"task {compact_text(self.task)} {feedback} {choices}"
 
@@ -218,6 +242,9 @@ class AlfWorldEnv:
         else:
             self._state, _, _ = self._live_engine().step(action)
             self._feedback = self._state["feedback"].strip()
+            place = _SEARCH.match(action)
+            if place is not None and place.group(1) not in self._searched:
+                self._searched.append(place.group(1))
             if self._state["won"]:
                 self._won = True
                 reward, outcome = self.settings.success_reward, Outcome.WIN

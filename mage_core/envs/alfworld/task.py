@@ -91,4 +91,6 @@ TASK = Task(
     data=TaskData(problems=_problems, params="mage_core.envs.alfworld.params:AlfWorldDataConfig",
                   generate="mage_core.stages.alfworld_data:generate_from_params",
                   texts=_texts, corpus_meta_episodes=1),
+    expert="mage_core.envs.alfworld.expert:act",
+    expert_settings={"planner": True},
 )

@@ -46,4 +46,5 @@ TASK = Task(
     ood_suite="mage_core.envs.minesweeper.params:MineSweeperSuiteConfig",
     ood_defaults={"five_mines": {"num_mines": 5}},
     reference_keys=("env.minesweeper.board_size", "env.minesweeper.num_mines", "env.minesweeper.max_turns"),
+    expert="mage_core.envs.minesweeper.expert:act",
 )

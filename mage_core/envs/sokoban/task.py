@@ -44,4 +44,5 @@ TASK = Task(
     reference_keys=("env.sokoban.dim_room", "env.sokoban.num_boxes", "env.sokoban.moves_per_turn",
                     "env.sokoban.min_solution_moves", "env.sokoban.max_solution_moves"),
     method_values={"gamma_traj": 0.9},  # as MAGE's Sokoban training script (docs/method.md section 4)
+    expert="mage_core.envs.sokoban.expert:act",
 )

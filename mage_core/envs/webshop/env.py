@@ -40,7 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 from mage_core.envs.webshop.catalogue import Catalogue, CatalogueError, Goal, load_catalogue
 from mage_core.envs.webshop.reward import NOUN_EXTRACTORS, RewardParts, purchase_reward
 from mage_core.envs.webshop.search import TOP_N, SearchEngine
@@ -153,6 +153,15 @@ class WebShopEnv:
     def reset(self) -> None:
         self.goal = self.goals[int(self._rng.integers(len(self.goals)))]
         self.restart()
+
+    def split_size(self) -> int:
+        return len(self.goals)
+
+    def reset_to(self, index: int) -> None:
+        """Goal ``index`` of the split (the catalogue's goal order is already shuffled)."""
+        if not 0 <= index < len(self.goals):
+            raise split_index_error(index, len(self.goals), "goal")
+        self.set_goal(self.goals[index])
 
     def set_goal(self, goal: Goal) -> None:
         """Start an episode on a given goal (evaluation over a fixed list)."""

@@ -83,4 +83,5 @@ TASK = Task(
     data=TaskData(problems=_problems, params="mage_core.envs.webshop.params:WebShopDataConfig",
                   generate="mage_core.stages.webshop_data:generate_from_params",
                   texts=_texts),
+    expert="mage_core.envs.webshop.expert:act",
 )

@@ -1,0 +1,100 @@
+"""``mage sft`` (the warm start by imitation) and a training run that starts from it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mage_core.config import ConfigError, parse_config
+from mage_core.stages.sft import check, clone, demonstrations, samples_of, sft
+from mage_core.stages.train import train
+from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator
+from mage_core.trainers.meta_rl import MetaRLTrainer
+
+pytestmark = pytest.mark.integration
+
+SMALL = {"env": {"name": "sokoban"}, "tracking": {"mlflow": False}, "tournament": {"matches": []},
+         "evaluation": {"meta_episodes_per_opponent_seat": 4},
+         "train": {"groups_per_iteration": 2, "iterations": 1, "eval_every": 0},
+         "warm_start": {"meta_episodes": 8, "epochs": 2, "detour": 0.3}}
+
+
+def test_cloning_makes_the_experts_choices_likelier(tmp_path: Path) -> None:
+    cfg = parse_config(SMALL)
+    tokenizer, model = build_policy(cfg, tmp_path)
+    engine = make_engine(cfg, model)
+    trainer = MetaRLTrainer(cfg, engine, make_generator(cfg, tokenizer, tmp_path / "policy-init", model),
+                            make_codec(tokenizer, cfg.policy))
+    metas, records = demonstrations(trainer, cfg)
+    samples = samples_of(metas, records)
+    assert sum(len(m.decisions) for m in metas) == len(records) > len(samples) > 0
+    # the records are the decisions as shown; a detour is never a target
+    kept = [r for r in records if not r["detour"]]
+    assert len(kept) == len(samples) and all(r["candidates"][s.choice] == r["action"] for r, s in zip(kept, samples))
+    assert {r["attempt"] for r in records if r["detour"]} == {0}  # detours only in first attempts
+    assert all(s.candidates is not None and len(s.candidates) == 84 for s in samples)  # Sokoban's move texts
+    before = torch.cat(engine.logprobs(samples)).mean().item()
+    losses = clone(engine, samples, cfg)
+    after = torch.cat(engine.logprobs(samples)).mean().item()
+    assert len(losses) == 2 and after > before
+    assert losses[0] == pytest.approx(-before, abs=0.05)  # the first epoch starts from the untrained policy
+
+
+def test_sft_writes_a_warm_start_that_a_training_run_starts_from(tmp_path: Path) -> None:
+    cfg = parse_config(SMALL)
+    summary = sft(cfg, tmp_path / "sft")
+    demos = summary["demonstrations"]
+    assert demos["meta_episodes"] == 8 and demos["decisions"] > 8
+    assert demos["expert_success_by_attempt"][-1] == 1.0  # later attempts are the expert's own
+    assert 0.0 <= summary["selection"]["eval/all/success_ep1"] <= 1.0
+    model_dir = tmp_path / "sft" / "model"
+    assert (model_dir / "warm_start.json").is_file()
+    lines = (tmp_path / "sft" / "demonstrations.jsonl").read_text().splitlines()
+    assert len(lines) == demos["decisions"] > demos["imitated_decisions"] > demos["held_out_decisions"] > 0
+    assert sum(not json.loads(line)["detour"] for line in lines) == demos["imitated_decisions"] + demos["held_out_decisions"]
+
+    run = parse_config({**SMALL, "model": {"init": str(model_dir)}})
+    train(run, tmp_path / "train")
+    warm = load_file(model_dir / "model.safetensors")
+    init = load_file(tmp_path / "train" / "policy-init" / "model.safetensors")
+    assert warm.keys() == init.keys() and all(torch.equal(warm[k], init[k]) for k in warm)
+
+    other = parse_config({**SMALL, "env": {"name": "minesweeper"}, "model": {"init": str(model_dir), "hidden_size": 32}})
+    with pytest.raises(ConfigError) as err:
+        build_policy(other, tmp_path / "other")
+    problems = err.value.problems
+    assert problems[0] == f"model.init: {model_dir} was made with env.name 'sokoban', this run has 'minesweeper'"
+    assert problems[1] == f"model.init: {model_dir} has hidden_size 64, model.hidden_size is 32"
+    assert problems[2].startswith(f"model.init: {model_dir}'s vocabulary lacks ")
+    assert not (tmp_path / "other" / "policy-init").exists()
+
+
+def test_what_keeps_a_task_from_a_warm_start_is_named() -> None:
+    with pytest.raises(ConfigError) as err:
+        check(parse_config({"env": {"name": "kuhn_poker"}, "policy": {"action_mode": "free"}}))
+    assert err.value.problems[0].startswith("env.name kuhn_poker: no expert to imitate (tasks with one: ")
+    assert err.value.problems[1].startswith("policy.action_mode free: demonstrations are constrained actions")
+    with pytest.raises(ConfigError, match="model: init: a warm start of a local checkpoint is its path"):
+        parse_config({"model": {"source": "local", "path": "x", "init": "y"}})
+
+
+def test_sft_is_an_mlflow_run_with_its_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    monkeypatch.chdir(tmp_path)
+    cfg = parse_config({**SMALL, "tracking": {"mlflow": True, "system_metrics": False}})
+    summary = sft(cfg, tmp_path / "sft")
+    client = MlflowClient(store)
+    [run] = client.search_runs([client.get_experiment_by_name("mage").experiment_id])
+    assert run.data.tags["stage"] == "sft" and run.data.tags["env"] == "sokoban"
+    assert run.data.params["warm_start.detour"] == "0.3" and run.data.params["warm_start.meta_episodes"] == "8"
+    losses = [m.value for m in client.get_metric_history(run.info.run_id, "sft/loss")]
+    assert losses == pytest.approx(summary["loss_by_epoch"])
+    assert run.data.metrics["sft/decisions"] == summary["demonstrations"]["decisions"]
+    assert run.data.metrics["eval/all/success_ep1"] == summary["selection"]["eval/all/success_ep1"]
