@@ -2,7 +2,7 @@
 
 Usage (docs/scale-out.md "GPU check" says how it travels to a GPU machine)::
 
-    python benchmarks/gpu_check.py --out DIR                 # on a CUDA machine (7-8 min on one H200)
+    python benchmarks/gpu_check.py --out DIR                 # on a CUDA machine (~10 min on one H200)
     python benchmarks/gpu_check.py --out DIR --device cpu    # its CPU twin (~4 min on 2 cores; slow test tier)
 
 Each check runs in its own process (a crash or a hang costs that check only; CUDA
@@ -17,8 +17,10 @@ stdout and ``DIR/gpu_check.json``, ``DIR/gpu_check.md`` and ``DIR/gpu_check.log`
   bound 1e-6, the step metrics within its relative 1e-5.
 - ``train_kuhn``, ``train_sokoban``, ``train_kuhn_ds2_bf16``: ``mage train`` (the
   command line, as a user runs it) on the embedded model, ``backend.gpus: 1``, a
-  few iterations (the last on DeepSpeed ZeRO-2 in bf16); the outputs are read
-  back (summary, finite losses, ``best/`` loads).
+  few iterations (the last on DeepSpeed ZeRO-2 in bf16; Sokoban's from a small
+  ``mage sft --task sokoban`` warm start made on the device first, as every
+  Sokoban run starts from one); the outputs are read back (summary, finite
+  losses, ``best/`` loads).
 - ``build_real``, then ``train_real_*``: a random-initialised Qwen3 of
   Qwen3-0.6B's dimensions (28 layers, hidden 1024; the embedded tokenizer's
   vocabulary), bf16, saved as a local model folder (no download), and ``mage
@@ -171,8 +173,27 @@ def check_train_kuhn(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_train_sokoban(args: argparse.Namespace) -> dict[str, Any]:
-    return _mage_train(args, args.work / "train_sokoban", ["env.name=sokoban", "rollout.restart=same",
-                                                           "train.groups_per_iteration=2"], 2)
+    """``mage sft --task sokoban`` (a small warm start), then ``mage train`` from it, both on the device."""
+    gpus = 1 if args.device == "cuda" else 0
+    sft_root = args.work / "sft"
+    cmd = [sys.executable, "-m", "mage_core", "sft", "--task", "sokoban", "--out", str(sft_root / "sokoban"),
+           "--set", f"backend.gpus={gpus}", "--set", "tracking.mlflow=false", "--set", "warm_start.meta_episodes=8",
+           "--set", "warm_start.epochs=1", "--set", "evaluation.meta_episodes_per_opponent_seat=4"]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sft_wall = time.perf_counter() - started
+    print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n", flush=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"mage sft exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    sft_summary = json.loads((sft_root / "sokoban" / "summary.json").read_text())
+    result = _mage_train(args, args.work / "train_sokoban", ["env.name=sokoban", "rollout.restart=same",
+                                                             "train.groups_per_iteration=2",
+                                                             f"warm_start.output_dir={sft_root}"], 2)
+    losses = sft_summary["loss_by_epoch"]
+    if not all(math.isfinite(x) for x in losses):
+        raise RuntimeError(f"mage sft: non-finite cloning loss {losses}")
+    return {**result, "sft_wall_s": round(sft_wall, 1), "sft_decisions": sft_summary["demonstrations"]["decisions"],
+            "sft_loss": losses[-1]}
 
 
 def check_build_real(args: argparse.Namespace) -> dict[str, Any]:
@@ -516,6 +537,9 @@ def tables(facts: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
         else:
             figures = (f"{r['iterations']} iterations, last loss {_fmt(r['last_loss'])}, grad norm "
                        f"{_fmt(r['grad_norm'])}, best iteration {r['best_iteration']}")
+            if "sft_decisions" in r:
+                figures = (f"`mage sft` {r['sft_wall_s']} s ({r['sft_decisions']} decisions, loss "
+                           f"{_fmt(r['sft_loss'])}), then {figures}")
         lines.append(f"| {name} | {r['status']} | {_fmt(r.get('wall_s'))} | {figures} |")
     memory = {k: v for k, v in results.items() if k.startswith("memory_")}
     if memory:
