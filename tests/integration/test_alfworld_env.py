@@ -39,14 +39,21 @@ def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
 def test_the_planner_expert_wins_every_game_within_the_turn_limit(alfworld_games: Path) -> None:
     from mage_core.envs.alfworld.expert import act
 
+    from mage_core.envs.alfworld.generate import make_play_env
+
     env = make(alfworld_games, planner=True)
+    eager = make_play_env(planner=True)  # TextWorld's own plan after every step, beside the env's on demand
     rng = np.random.default_rng(0)
     for gamefile in env.games:
         env.set_game(gamefile)
+        eager.load(gamefile)
+        state = eager.reset()
         while not env.done:
             command = act(env, rng)
+            assert env.planner_commands() == state["policy_commands"]
             assert command == env.planner_commands()[0] and command in env.legal_actions()
             result = env.step(command)
+            state, _, _ = eager.step(command)
         assert result.outcome is Outcome.WIN and env.turn <= len(E.walkthrough(gamefile))
     with pytest.raises(RuntimeError, match=r"plans only with AlfWorldSettings\(planner=True\)"):
         make(alfworld_games).planner_commands()

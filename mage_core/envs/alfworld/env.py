@@ -50,8 +50,8 @@ class AlfWorldSettings:
     split: str = "train"
     max_turns: int = 10
     success_reward: float = 10.0
-    #: The engine also plans a shortest way to the goal after every step (TextWorld's planner:
-    #: ``planner_commands``), for the expert of ``mage sft``; seconds a step, so off in play.
+    #: ``planner_commands()`` may plan a shortest way to the goal from the current state
+    #: (TextWorld's planner), for the expert of ``mage sft``; off in play.
     planner: bool = False
 
     def __post_init__(self) -> None:
@@ -107,7 +107,7 @@ class AlfWorldEnv:
             raise AlfWorldDataError("AlfWorldEnv needs at least one game")
         self._rng = check_generator(rng, "AlfWorldEnv")
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
-        self._engine = make_play_env(planner=settings.planner)
+        self._engine = make_play_env()  # the planner runs only when asked: planner_commands()
         self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
         self.game: str | None = None
         self._state: dict = {}
@@ -184,7 +184,13 @@ class AlfWorldEnv:
         where every object is); needs ``settings.planner``."""
         if not self.settings.planner:
             raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with AlfWorldSettings(planner=True)")
-        return list(self._state.get("policy_commands") or [])
+        if self._done or not self._state:
+            return []
+        # What TextWorld computes into state["policy_commands"] after every step when asked to
+        # (PddlEnv._gather_infos), asked here only when the expert acts: no plan for a detour
+        # step or a restart (memoized: cache.py).
+        pddl = self._live_engine().unwrapped
+        return list(pddl._pddl_state.replan(pddl._entity_infos))
 
     # ------------------------------------------------------------------ what the agent sees
     def legal_actions(self) -> list[str]:
