@@ -109,6 +109,7 @@ class AlfWorldEnv:
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
         self._engine = make_play_env()  # the planner runs only when asked: planner_commands()
         self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
+        self._order = np.random.default_rng(0).permutation(len(self.games))  # reset_to's: the task types mixed
         self.game: str | None = None
         self._state: dict = {}
         self.task = ""
@@ -140,8 +141,7 @@ class AlfWorldEnv:
         games of a set mix the task types."""
         if not 0 <= index < len(self.games):
             raise split_index_error(index, len(self.games), "game")
-        order = np.random.default_rng(0).permutation(len(self.games))
-        self.set_game(self.games[int(order[index])])
+        self.set_game(self.games[int(self._order[index])])
 
     def set_game(self, gamefile: str) -> None:
         """Start an episode on a given game file (checked once before its first load:
