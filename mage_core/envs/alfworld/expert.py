@@ -11,12 +11,12 @@ import numpy as np
 from mage_core.envs.alfworld.env import AlfWorldEnv
 
 
-def act(env: AlfWorldEnv, rng: np.random.Generator) -> str:
-    """The planner's next command. No plan, or a first command the game does not admit, is
-    an error naming the game and turn: a random command passed off as the expert's would be
-    cloned as one."""
+def act(env: AlfWorldEnv, rng: np.random.Generator) -> str | None:
+    """The planner's next command; None when it finds no way to the goal from here
+    (``play_expert`` then steps at random, as a detour). A first command the game does not
+    admit is an error naming the game and turn."""
     plan = env.planner_commands()
-    if not plan or plan[0] not in env.legal_actions():
-        found = f"its first command {plan[0]!r} is not admissible" if plan else "it finds no way to the goal"
-        raise RuntimeError(f"ALFWorld's expert: the planner cannot act in {env.game} at turn {env.turn}: {found}")
-    return plan[0]
+    if plan and plan[0] not in env.legal_actions():
+        raise RuntimeError(f"ALFWorld's expert: the planner's first command {plan[0]!r} is not admissible in "
+                           f"{env.game} at turn {env.turn}")
+    return plan[0] if plan else None
