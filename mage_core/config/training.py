@@ -217,11 +217,14 @@ class WarmStartConfig(Strict):
     @field_validator("tasks", mode="before")
     @classmethod
     def _names_alone(cls, v: Any) -> Any:
+        """A list of names, or a name with nothing under it, sets nothing."""
         if isinstance(v, (list, tuple)):
             if len(set(map(str, v))) != len(v):
                 raise ValueError(f"a task is listed twice: {list(v)}")
             return {name: {} for name in v}
-        return {name: ({} if values is None else values) for name, values in v.items()} if isinstance(v, dict) else v
+        if isinstance(v, dict):
+            return {name: {} if values is None else values for name, values in v.items()}
+        return v
 
     @field_validator("tasks")
     @classmethod

@@ -12,7 +12,9 @@ a uniformly drawn legal action instead (a wrong product opened, a box pushed the
 way, a guessed cell); the expert then continues from wherever that left it. Later
 attempts are the expert's own. A detour is recorded (``detour: true``) as context for
 what follows, never cloned (``stages.sft.samples_of``): the policy learns to recover
-from states the expert alone never reaches, not to stray.
+from states the expert alone never reaches, not to stray. So is a step the expert cannot
+plan (it returns None: a Sokoban box pushed where it can never leave), taken at random
+like a detour: a random step is never passed off as the expert's.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import numpy as np
 
 from mage_core.rollout.meta_episode import MetaEpisode, Response
 
-#: ``act(env, rng) -> action``: one of the env's legal actions.
-Expert = Callable[[object, np.random.Generator], str]
+#: ``act(env, rng) -> action``: one of the env's legal actions, or None when it has no plan
+#: from here (the step is then a detour).
+Expert = Callable[[object, np.random.Generator], "str | None"]
 
 
 def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.random.Generator],
@@ -49,7 +52,9 @@ def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.
                 raise NotImplementedError("demonstrations are constrained actions: set policy.action_mode: "
                                           "constrained (free-text demonstrations are not built)")
             strays = detour > 0 and not meta.episodes and rng.random() < detour
-            action = legal[int(rng.integers(len(legal)))] if strays else expert(meta.env, rng)
+            action = None if strays else expert(meta.env, rng)
+            if action is None:  # a detour, or no plan from here: a uniformly drawn legal action
+                strays, action = True, legal[int(rng.integers(len(legal)))]
             if action not in legal:
                 raise ValueError(f"the expert chose {action!r}, not one of the {len(legal)} legal actions "
                                  f"(task seed {meta.spec.task_seed}, episode {len(meta.episodes)})")

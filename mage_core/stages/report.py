@@ -375,8 +375,8 @@ def gain_markdown(episodes: pd.DataFrame) -> str:
         "The final episode's success minus the first's on each meta-episode (a 95% normal interval of the "
         "mean difference); \"yes\" only when the interval lies above 0, \"no\" when below. With "
         "`rollout.restart: same` the task is replayed, so a gain is the use of what an earlier attempt revealed; "
-        "with fresh deals (Kuhn Poker, Tic-Tac-Toe) success is the wrong figure for adaptation: read chips "
-        "against the ceilings above.\n",
+        "with `rollout.restart: fresh` (a new deal or game every episode) it is not, and where a game is scored "
+        "in chips, read chips against the ceilings above.\n",
         markdown_table(["env", "method", "success, first", "success, final", "final minus first", "final beats first"],
                        table),
     ])

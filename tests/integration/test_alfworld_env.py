@@ -39,17 +39,25 @@ def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
 def test_the_planner_expert_wins_every_game_within_the_turn_limit(alfworld_games: Path) -> None:
     from mage_core.envs.alfworld.expert import act
 
+    from mage_core.envs.alfworld.generate import make_play_env
+
     env = make(alfworld_games, planner=True)
+    eager = make_play_env(planner=True)  # TextWorld's own plan after every step, beside the env's on demand
     rng = np.random.default_rng(0)
     for gamefile in env.games:
         env.set_game(gamefile)
+        eager.load(gamefile)
+        state = eager.reset()
         while not env.done:
             command = act(env, rng)
+            assert env.planner_commands() == state["policy_commands"]
             assert command == env.planner_commands()[0] and command in env.legal_actions()
             result = env.step(command)
+            state, _, _ = eager.step(command)
         assert result.outcome is Outcome.WIN and env.turn <= len(E.walkthrough(gamefile))
     with pytest.raises(RuntimeError, match=r"plans only with AlfWorldSettings\(planner=True\)"):
         make(alfworld_games).planner_commands()
+    assert act(env, rng) is None  # a won game leaves the planner nothing: no expert action, no guess
 
 
 def test_an_evaluation_set_plays_each_game_once(alfworld_games: Path) -> None:
@@ -174,3 +182,36 @@ def test_the_memoized_engine_plays_exactly_as_the_original(alfworld_games: Path)
     memoized = [trace(engine, g) for g in games]
     assert memoized == original
     assert all(steps[-1][2] for per_game in memoized for steps in per_game)  # every walkthrough wins
+
+
+def test_the_memoized_planner_plans_exactly_as_the_original(alfworld_games: Path) -> None:
+    # cache.py memoizes the planner's plan by (replanning task, facts): along a seeded random
+    # walk of each game, played twice (the second from the memo), every plan equals the
+    # planner's own without the memos
+    from mage_core.envs.alfworld import cache
+    from mage_core.envs.alfworld.generate import make_play_env
+
+    def plans(engine, gamefile: str) -> list:
+        engine.load(gamefile)
+        out = []
+        for _ in range(2):
+            rng = np.random.default_rng(7)
+            state = engine.reset()
+            walk = [state["policy_commands"]]
+            for _ in range(6):
+                commands = state["admissible_commands"]
+                state, _, _ = engine.step(commands[int(rng.integers(len(commands)))])
+                walk.append(state["policy_commands"])
+            out.append(walk)
+        return out
+
+    engine = make_play_env(planner=True)
+    games = sorted(E.split_games(str(alfworld_games), "train"))[:2]
+    cache.uninstall()
+    try:
+        original = [plans(engine, g) for g in games]
+    finally:
+        cache.install()
+    memoized = [plans(engine, g) for g in games]
+    assert memoized == original
+    assert all(walk[0] for per_game in memoized for walk in per_game)  # a plan from every start

@@ -139,3 +139,34 @@ def test_bad_settings_are_named() -> None:
     free = _metas("sokoban", 1, {"policy": {"action_mode": "free", "prompt_style": "paper"}})
     with pytest.raises(NotImplementedError, match="demonstrations are constrained actions"):
         play_expert(free, sokoban_expert, [np.random.default_rng(0)])
+
+
+def test_a_step_the_expert_cannot_plan_is_a_detour_never_its_action() -> None:
+    # Sokoban: random pushes from fresh levels until a box can never reach a target (the
+    # solver finds no way): the expert then has no action, rather than a made-up one.
+    from mage_core.envs.sokoban.solver import solve
+
+    env, rng = SokobanEnv(SokobanSettings(max_turns=50), np.random.default_rng(3)), np.random.default_rng(0)
+    stuck = None
+    for _ in range(50):
+        env.reset()
+        while not env.done and solve(env.level):
+            legal = env.legal_actions()
+            env.step(legal[int(rng.integers(len(legal)))])
+        if not env.done:
+            stuck = env
+            break
+    assert stuck is not None and sokoban_expert(stuck, rng) is None
+    # play_expert: a step without an expert action is taken at random and recorded as a detour
+    metas = _metas("sokoban", 3)
+    answers = []
+
+    def sometimes(env, rng):  # every other step no answer (a random step may also leave the solver none)
+        answers.append(None if len(answers) % 2 == 0 else sokoban_expert(env, rng))
+        return answers[-1]
+
+    records = play_expert(metas, sometimes, [np.random.default_rng(i) for i in range(3)])
+    assert len(records) == len(answers) and any(a is not None for a in answers)
+    assert [r["detour"] for r in records] == [a is None for a in answers]  # detour=0: exactly the Nones
+    assert [r["action"] for r, a in zip(records, answers) if a is not None] == [a for a in answers if a is not None]
+    assert all(r["action"] in r["candidates"] for r in records)

@@ -10,7 +10,14 @@ that depend on their text inputs alone:
 - the grammar's parse of a template (``textgen._parse_and_convert``, a TatSu
   parser), run for every admissible command's text at every step.
 
-``install()`` wraps both with a bounded memo, once per process. The translation's
+A third is the planner of the warm start's expert (``PddlState.replan``, asked at every
+step when ``AlfWorldSettings.planner`` is on): fast-downward's search from the current
+state, a pure function of the game's replanning task and its facts, and a demonstration
+passes the same states again and again (every later attempt replays the expert's path).
+Its memo keeps the plan's operator names by (task text, facts) and names them for the
+game's entities at every call, as the original does.
+
+``install()`` wraps all three with a bounded memo, once per process. The translation's
 outputs (the task object and the SAS text) are only read by the engine; a parse
 result is mutated (each symbol gets a context), so the memo hands out a deep copy.
 Neither changes what the engine does: tests/integration/test_alfworld_env.py
@@ -27,6 +34,8 @@ import functools
 TRANSLATIONS = 64
 #: Distinct template texts kept: one per command template and feedback rule.
 PARSES = 4096
+#: Distinct (game, state) plans kept: a demonstration set visits a few hundred states a game.
+PLANS = 65536
 
 _installed = False
 _originals: dict[str, object] = {}
@@ -62,7 +71,36 @@ def install() -> None:
 
     fast_downward.pddl2sas = pddl2sas
     textgen._parse_and_convert = parse_and_convert
+    _install_plans()
     _installed = True
+
+
+def _install_plans() -> None:
+    """Memoize the planner's operator plan by (replanning task, facts)."""
+    import fast_downward
+    from textworld.envs.pddl.logic import PddlState
+    from textworld.utils import check_flag
+
+    replan = PddlState.replan
+    _originals.update(replan=replan)
+    plans: dict[tuple[str, frozenset], tuple[str, ...]] = {}
+
+    def memo_replan(self, infos):
+        key = (self.sas_replan, frozenset(self.facts))
+        plan = plans.get(key)
+        if plan is None:  # what PddlState.replan does before naming the plan's entities
+            if self.downward_lib.replan(check_flag("TW_PDDL_DEBUG")):
+                operators = (fast_downward.Operator * self.downward_lib.get_last_plan_length())()
+                self.downward_lib.get_last_plan(operators)
+                plan = tuple(op.name for op in operators)
+            else:
+                plan = ()
+            if len(plans) >= PLANS:
+                plans.clear()
+            plans[key] = plan
+        return self.plan_to_templated_actions(list(plan), infos) if plan else []
+
+    PddlState.replan = memo_replan
 
 
 def uninstall() -> None:
@@ -73,6 +111,9 @@ def uninstall() -> None:
     import fast_downward
     from textworld.envs.pddl import textgen
 
+    from textworld.envs.pddl.logic import PddlState
+
     fast_downward.pddl2sas = _originals["pddl2sas"]
     textgen._parse_and_convert = _originals["parse"]
+    PddlState.replan = _originals["replan"]
     _installed = False

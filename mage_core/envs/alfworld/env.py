@@ -50,8 +50,8 @@ class AlfWorldSettings:
     split: str = "train"
     max_turns: int = 10
     success_reward: float = 10.0
-    #: The engine also plans a shortest way to the goal after every step (TextWorld's planner:
-    #: ``planner_commands``), for the expert of ``mage sft``; seconds a step, so off in play.
+    #: ``planner_commands()`` may plan a shortest way to the goal from the current state
+    #: (TextWorld's planner), for the expert of ``mage sft``; off in play.
     planner: bool = False
 
     def __post_init__(self) -> None:
@@ -107,8 +107,9 @@ class AlfWorldEnv:
             raise AlfWorldDataError("AlfWorldEnv needs at least one game")
         self._rng = check_generator(rng, "AlfWorldEnv")
         patch_handcoded_expert_move_command()  # harmless for play; keeps any expert in this process right
-        self._engine = make_play_env(planner=settings.planner)
+        self._engine = make_play_env()  # the planner runs only when asked: planner_commands()
         self._checked: set[str] = set(self.games) if games is None else set()  # split_games checked those
+        self._order = np.random.default_rng(0).permutation(len(self.games))  # reset_to's: the task types mixed
         self.game: str | None = None
         self._state: dict = {}
         self.task = ""
@@ -140,8 +141,7 @@ class AlfWorldEnv:
         games of a set mix the task types."""
         if not 0 <= index < len(self.games):
             raise split_index_error(index, len(self.games), "game")
-        order = np.random.default_rng(0).permutation(len(self.games))
-        self.set_game(self.games[int(order[index])])
+        self.set_game(self.games[int(self._order[index])])
 
     def set_game(self, gamefile: str) -> None:
         """Start an episode on a given game file (checked once before its first load:
@@ -184,7 +184,13 @@ class AlfWorldEnv:
         where every object is); needs ``settings.planner``."""
         if not self.settings.planner:
             raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with AlfWorldSettings(planner=True)")
-        return list(self._state.get("policy_commands") or [])
+        if self._done or not self._state:
+            return []
+        # What TextWorld computes into state["policy_commands"] after every step when asked to
+        # (PddlEnv._gather_infos), asked here only when the expert acts: no plan for a detour
+        # step or a restart (memoized: cache.py).
+        pddl = self._live_engine().unwrapped
+        return list(pddl._pddl_state.replan(pddl._entity_infos))
 
     # ------------------------------------------------------------------ what the agent sees
     def legal_actions(self) -> list[str]:

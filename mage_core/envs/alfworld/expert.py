@@ -1,8 +1,8 @@
 """ALFWorld's expert: the first command of TextWorld's planner from the current state.
 
 The planner knows where every object is, so it walks straight to them: a demonstration
-of what to do, not of how to search. It needs the engine to plan after every step
-(``AlfWorldSettings(planner=True)``, which ``Task.expert_settings`` asks for)."""
+of what to do, not of how to search. It needs the planner (``AlfWorldSettings(planner=True)``,
+which ``Task.expert_settings`` asks for)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import numpy as np
 from mage_core.envs.alfworld.env import AlfWorldEnv
 
 
-def act(env: AlfWorldEnv, rng: np.random.Generator) -> str:
-    """The planner's next command when it is admissible; otherwise (no plan from here) a
-    uniformly drawn admissible one."""
-    legal = env.legal_actions()
+def act(env: AlfWorldEnv, rng: np.random.Generator) -> str | None:
+    """The planner's next command; None when it finds no way to the goal from here
+    (``play_expert`` then steps at random, as a detour). A first command the game does not
+    admit is an error naming the game and turn."""
     plan = env.planner_commands()
-    if plan and plan[0] in legal:
-        return plan[0]
-    return legal[int(rng.integers(len(legal)))]
+    if plan and plan[0] not in env.legal_actions():
+        raise RuntimeError(f"ALFWorld's expert: the planner's first command {plan[0]!r} is not admissible in "
+                           f"{env.game} at turn {env.turn}")
+    return plan[0] if plan else None

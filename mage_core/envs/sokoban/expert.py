@@ -8,12 +8,9 @@ from mage_core.envs.sokoban.env import SokobanEnv
 from mage_core.envs.sokoban.solver import solve
 
 
-def act(env: SokobanEnv, rng: np.random.Generator) -> str:
+def act(env: SokobanEnv, rng: np.random.Generator) -> str | None:
     """The first ``moves_per_turn`` moves of a fewest-moves solution of the position
-    (``solve``, breadth-first); a uniformly drawn legal action when none is left (a box
-    pushed where it can never leave, after a detour)."""
+    (``solve``, breadth-first); None when none is left (a box pushed where it can never
+    leave, after a detour: ``play_expert`` then steps at random, as a detour)."""
     plan = solve(env.level)
-    if not plan:
-        legal = env.legal_actions()
-        return legal[int(rng.integers(len(legal)))]
-    return ", ".join(plan[: env.settings.moves_per_turn])
+    return ", ".join(plan[: env.settings.moves_per_turn]) if plan else None
