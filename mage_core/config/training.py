@@ -213,6 +213,10 @@ class WarmStartConfig(Strict):
     learning_rate: PositiveFloat = 1e-3
     mini_batch_size: PositiveInt = 64
     seed: NonNegativeInt = 0
+    #: The least share of the expert's own attempts (those without a detour) that must win:
+    #: below it the demonstrations do not show the task solved (a broken expert, or settings
+    #: it cannot solve), and ``mage sft`` stops before cloning, writing nothing.
+    min_expert_success: Probability = 0.5
 
     @field_validator("tasks", mode="before")
     @classmethod

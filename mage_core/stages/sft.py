@@ -66,6 +66,29 @@ def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str,
     return metas, records
 
 
+def expert_success(metas: Sequence[Any], records: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(won, played) over the attempts the expert played alone: every step its own, no
+    detour and no step it could not plan (``play_expert``'s records)."""
+    from mage_core.envs.base import Outcome
+
+    strayed = {(r["meta_episode"], r["attempt"]) for r in records if r["detour"]}
+    own = {(r["meta_episode"], r["attempt"]) for r in records} - strayed
+    won = sum(metas[i].episodes[a].outcome is Outcome.WIN for i, a in own)
+    return won, len(own)
+
+
+def check_expert(cfg: Config, metas: Sequence[Any], records: Sequence[dict[str, Any]]) -> None:
+    """Stop before cloning when the demonstrations do not show the task solved."""
+    won, played = expert_success(metas, records)
+    minimum = cfg.warm_start.min_expert_success
+    if played == 0 or won < minimum * played:
+        share = f"won {won} of its {played} attempts without a detour" if played else "played no attempt on its own"
+        raise ConfigError("params", [
+            f"warm_start.min_expert_success {minimum}: the expert of env.name {cfg.env.name} {share}, so its "
+            f"demonstrations do not show the task solved; nothing was cloned or written (check the task's "
+            f"expert and env.{cfg.env.name}'s settings, or lower warm_start.min_expert_success)"])
+
+
 def samples_of(metas: Sequence[Any], records: Sequence[dict[str, Any]]) -> list[Any]:
     """The expert's own decisions of ``metas`` as training samples (its choice among the
     candidates). A detour (``records``, one a decision in the same order) is context for
@@ -152,6 +175,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     try:
         metas, records = demonstrations(trainer, cfg)
+        check_expert(cfg, metas, records)
         held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on
         cut = len(metas) - held
         samples = samples_of(metas[:cut], [r for r in records if r["meta_episode"] < cut])
@@ -175,7 +199,8 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
         "demonstrations": {"meta_episodes": len(metas), "decisions": len(records),
                            "imitated_decisions": len(samples), "held_out_decisions": len(held_out),
                            "detour": cfg.warm_start.detour,
-                           "expert_success_by_attempt": _attempt_success(metas, attempts)},
+                           "expert_success_by_attempt": _attempt_success(metas, attempts),
+                           "expert_success_alone": dict(zip(("won", "played"), expert_success(metas, records)))},
         "loss_by_epoch": losses,
         "expert_choice_probability": fit,
         "selection": {k: v for k, v in figures.items() if isinstance(v, (int, float))},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,23 @@ def test_what_keeps_a_task_from_a_warm_start_is_named() -> None:
     assert err.value.problems[1].startswith("policy.action_mode free: demonstrations are constrained actions")
     with pytest.raises(ConfigError, match="model: init: a warm start of a local checkpoint is its path"):
         parse_config({"model": {"source": "local", "path": "x", "init": "y"}})
+
+
+def test_an_expert_that_cannot_solve_its_task_stops_sft_before_cloning(tmp_path: Path) -> None:
+    # One move a turn and one turn, for levels of at least 5 moves: the expert loses every attempt.
+    cfg = parse_config({**SMALL, "env": {"name": "sokoban", "sokoban": {"max_turns": 1, "moves_per_turn": 1}}})
+    earlier = tmp_path / "sft" / "model" / "config.json"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("an earlier warm start")
+    with pytest.raises(ConfigError) as err:
+        sft(cfg, tmp_path / "sft")
+    found = re.match(r"warm_start.min_expert_success 0.5: the expert of env.name sokoban won 0 of its (\d+) "
+                     r"attempts without a detour", err.value.problems[0])
+    # 8 meta-episodes x 3 one-step attempts; the 16 later ones have no detour, a first one with p = 0.7
+    assert found and 16 <= int(found.group(1)) <= 24
+    # nothing written: the earlier warm start stays, no demonstrations or summary
+    assert earlier.read_text() == "an earlier warm start"
+    assert sorted(p.name for p in (tmp_path / "sft").iterdir()) == ["model", "policy-init"]
 
 
 def test_sft_is_an_mlflow_run_with_its_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -170,3 +170,41 @@ def test_a_step_the_expert_cannot_plan_is_a_detour_never_its_action() -> None:
     assert [r["detour"] for r in records] == [a is None for a in answers]  # detour=0: exactly the Nones
     assert [r["action"] for r, a in zip(records, answers) if a is not None] == [a for a in answers if a is not None]
     assert all(r["action"] in r["candidates"] for r in records)
+
+
+def test_the_experts_own_attempts_and_their_wins_are_counted() -> None:
+    from mage_core.config import ConfigError
+    from mage_core.stages.sft import check_expert, expert_success
+
+    cfg = parse_config({"env": {"name": "sokoban"}})
+    # The expert alone: every attempt of every meta-episode is won (three a meta-episode).
+    metas = _metas("sokoban", 4)
+    records = play_expert(metas, sokoban_expert, [np.random.default_rng(i) for i in range(4)])
+    assert [len(m.episodes) for m in metas] == [3] * 4 and expert_success(metas, records) == (12, 12)
+    check_expert(cfg, metas, records)  # passes
+    # An "expert" that moves at random: every attempt is its own (no detour), and its wins are
+    # read off the episodes' outcomes.
+    metas = _metas("sokoban", 5, {"rollout": {"restart": "same", "early_stop": False}})
+
+    def wanders(env, rng):
+        legal = env.legal_actions()
+        return legal[int(rng.integers(len(legal)))]
+
+    records = play_expert(metas, wanders, [np.random.default_rng(i) for i in range(5)])
+    wins = sum(e.outcome is Outcome.WIN for m in metas for e in m.episodes)
+    assert expert_success(metas, records) == (wins, 15) and wins < 8
+    with pytest.raises(ConfigError) as err:
+        check_expert(cfg, metas, records)
+    assert err.value.problems == [
+        f"warm_start.min_expert_success 0.5: the expert of env.name sokoban won {wins} of its 15 attempts without "
+        "a detour, so its demonstrations do not show the task solved; nothing was cloned or written (check the "
+        "task's expert and env.sokoban's settings, or lower warm_start.min_expert_success)"]
+    # With detours in every first attempt, only the later attempts count.
+    metas = _metas("sokoban", 3, {"rollout": {"restart": "same", "early_stop": False}})
+    records = play_expert(metas, sokoban_expert, [np.random.default_rng(i) for i in range(3)], detour=1.0)
+    assert expert_success(metas, records) == (6, 6)  # attempts 2 and 3 of each, all won
+    # An expert that never has a plan played no attempt of its own.
+    metas = _metas("sokoban", 2)
+    records = play_expert(metas, lambda env, rng: None, [np.random.default_rng(i) for i in range(2)])
+    with pytest.raises(ConfigError, match="the expert of env.name sokoban played no attempt on its own"):
+        check_expert(cfg, metas, records)
