@@ -85,20 +85,26 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _mage_train(args: argparse.Namespace, out: Path, sets: list[str], iterations: int) -> dict[str, Any]:
-    """``mage train`` as a user runs it, on the check's device; its outputs read back."""
+def _mage(args: argparse.Namespace, command: list[str], sets: list[str]) -> float:
+    """``mage COMMAND`` as a user runs it, on the check's device, a few evaluation meta-episodes;
+    its seconds (an error with the end of its output if it fails)."""
     gpus = 1 if args.device == "cuda" else 0
-    cmd = [sys.executable, "-m", "mage_core", "train", "--out", str(out), "--iterations", str(iterations),
-           "--set", f"backend.gpus={gpus}", "--set", "tracking.mlflow=false", "--set", "train.eval_every=0",
-           "--set", "train.checkpoint_every=1", "--set", "evaluation.meta_episodes_per_opponent_seat=4"]
-    for s in sets:
+    cmd = [sys.executable, "-m", "mage_core", *command]
+    for s in [f"backend.gpus={gpus}", "tracking.mlflow=false", "evaluation.meta_episodes_per_opponent_seat=4", *sets]:
         cmd += ["--set", s]
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - started
     print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n", flush=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"mage train exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+        raise RuntimeError(f"mage {command[0]} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    return wall
+
+
+def _mage_train(args: argparse.Namespace, out: Path, sets: list[str], iterations: int) -> dict[str, Any]:
+    """``mage train`` as a user runs it, on the check's device; its outputs read back."""
+    wall = _mage(args, ["train", "--out", str(out), "--iterations", str(iterations)],
+                 ["train.eval_every=0", "train.checkpoint_every=1", *sets])
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "train/ppo/loss" in r]
     losses = [r["train/ppo/loss"] for r in steps]
@@ -174,17 +180,9 @@ def check_train_kuhn(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_train_sokoban(args: argparse.Namespace) -> dict[str, Any]:
     """``mage sft --task sokoban`` (a small warm start), then ``mage train`` from it, both on the device."""
-    gpus = 1 if args.device == "cuda" else 0
     sft_root = args.work / "sft"
-    cmd = [sys.executable, "-m", "mage_core", "sft", "--task", "sokoban", "--out", str(sft_root / "sokoban"),
-           "--set", f"backend.gpus={gpus}", "--set", "tracking.mlflow=false", "--set", "warm_start.meta_episodes=8",
-           "--set", "warm_start.epochs=1", "--set", "evaluation.meta_episodes_per_opponent_seat=4"]
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    sft_wall = time.perf_counter() - started
-    print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n", flush=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mage sft exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-1500:]}")
+    sft_wall = _mage(args, ["sft", "--task", "sokoban", "--out", str(sft_root / "sokoban")],
+                     ["warm_start.meta_episodes=8", "warm_start.epochs=1"])
     sft_summary = json.loads((sft_root / "sokoban" / "summary.json").read_text())
     result = _mage_train(args, args.work / "train_sokoban", ["env.name=sokoban", "rollout.restart=same",
                                                              "train.groups_per_iteration=2",
