@@ -157,7 +157,6 @@ def test_the_memoized_engine_plays_exactly_as_the_original(alfworld_games: Path)
     # cache.py memoizes fast-downward's translation and the grammar's parses: every
     # observation, admissible command and win along each walkthrough, reset twice (the
     # second from the memo), equals the engine without the memos
-    from mage_core.envs.alfworld import cache
     from mage_core.envs.alfworld.generate import make_play_env
 
     def trace(engine, gamefile: str) -> list:
@@ -172,23 +171,28 @@ def test_the_memoized_engine_plays_exactly_as_the_original(alfworld_games: Path)
             out.append(steps)
         return out
 
-    engine = make_play_env()
+    original, memoized = _without_and_with_memos(alfworld_games, make_play_env(), trace)
+    assert memoized == original
+    assert all(steps[-1][2] for per_game in memoized for steps in per_game)  # every walkthrough wins
+
+
+def _without_and_with_memos(alfworld_games: Path, engine, play) -> tuple[list, list]:
+    """``play(engine, game)`` for two training games, first with cache.py's memos uninstalled, then with them."""
+    from mage_core.envs.alfworld import cache
+
     games = sorted(E.split_games(str(alfworld_games), "train"))[:2]
     cache.uninstall()
     try:
-        original = [trace(engine, g) for g in games]
+        original = [play(engine, g) for g in games]
     finally:
         cache.install()
-    memoized = [trace(engine, g) for g in games]
-    assert memoized == original
-    assert all(steps[-1][2] for per_game in memoized for steps in per_game)  # every walkthrough wins
+    return original, [play(engine, g) for g in games]
 
 
 def test_the_memoized_planner_plans_exactly_as_the_original(alfworld_games: Path) -> None:
     # cache.py memoizes the planner's plan by (replanning task, facts): along a seeded random
     # walk of each game, played twice (the second from the memo), every plan equals the
     # planner's own without the memos
-    from mage_core.envs.alfworld import cache
     from mage_core.envs.alfworld.generate import make_play_env
 
     def plans(engine, gamefile: str) -> list:
@@ -205,13 +209,6 @@ def test_the_memoized_planner_plans_exactly_as_the_original(alfworld_games: Path
             out.append(walk)
         return out
 
-    engine = make_play_env(planner=True)
-    games = sorted(E.split_games(str(alfworld_games), "train"))[:2]
-    cache.uninstall()
-    try:
-        original = [plans(engine, g) for g in games]
-    finally:
-        cache.install()
-    memoized = [plans(engine, g) for g in games]
+    original, memoized = _without_and_with_memos(alfworld_games, make_play_env(planner=True), plans)
     assert memoized == original
     assert all(walk[0] for per_game in memoized for walk in per_game)  # a plan from every start
