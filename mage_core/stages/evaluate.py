@@ -113,6 +113,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
     unit_scale, unit = reward_unit(cfg, game)
     n = per_opponent_seat or cfg.evaluation.meta_episodes_per_opponent_seat
     suites = suites_for(cfg, which)  # type: ignore[arg-type]
+    trainer.check_suite_sizes(suites, n)
     rows: list[dict[str, Any]] = []
     metrics: dict[str, float] = {}
     timings: dict[str, float] = {}  # eval/time/*: MLflow and the console, never metrics.json (a cached output)

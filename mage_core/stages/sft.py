@@ -152,6 +152,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     from mage_core.policy.model import save_policy
     from mage_core.stages.train_model import (build_policy, make_codec, make_engine, make_generator,
                                               warm_start_record)
+    from mage_core.evaluation.suites import selection_suite
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
     check(cfg)
@@ -174,6 +175,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     generator = make_generator(cfg, tokenizer, out / "policy-init", model)
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     try:
+        trainer.check_suite_sizes([selection_suite(cfg)], cfg.evaluation.meta_episodes_per_opponent_seat)
         metas, records = demonstrations(trainer, cfg)
         check_expert(cfg, metas, records)
         held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on

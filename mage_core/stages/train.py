@@ -45,6 +45,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from mage_core.config import Config, ConfigError, load_config
 from mage_core.envs.registry import games_with, task
+from mage_core.evaluation.suites import selection_suite
 from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
@@ -187,6 +188,12 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     generator = make_generator(cfg, tokenizer, model_dir, model)
     engine = make_engine(cfg, model)
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy), ranks)
+    try:  # the selection set fits its split (WebShop, ALFWorld), before the first iteration
+        trainer.check_suite_sizes([selection_suite(cfg)], cfg.evaluation.meta_episodes_per_opponent_seat)
+    except BaseException:
+        trainer.close()
+        generator.close()
+        raise
     training = _Training(cfg, out_dir, ranks, checkpoints, digest, code, stored_config, tokenizer, model, engine,
                          generator, trainer, state=TrainState(),
                          rng=np.random.default_rng(np.random.SeedSequence([cfg.seed, 1])),

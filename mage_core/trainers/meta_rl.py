@@ -431,6 +431,29 @@ class MetaRLTrainer:
         return ({**{f"eval/{k}": v for k, v in summary.items()}, **strategy_probes.exact_greedy_values(self),
                  **strategy_probes.first_hand_exploitability(self)}, metas)
 
+    def check_suite_sizes(self, suites: Sequence[Suite], per_opponent_seat: int) -> None:
+        """Before any work: an evaluation set of a finite split (WebShop's goals, ALFWorld's
+        games: ``envs.base.FiniteSplit``) plays each task once, so it may not ask for more
+        tasks than the split holds (found otherwise only when the set is played, after the
+        work before it). One env is built per suite to read its split's size."""
+        from mage_core.config import ConfigError
+        from mage_core.envs.base import FiniteSplit
+        from mage_core.envs.registry import make_env
+
+        if not is_single_agent(self.game):
+            return
+        problems = []
+        for suite in suites:
+            env = make_env(self.game, dataclasses.replace(self._env_settings, **suite.env_overrides),
+                           np.random.default_rng(0))
+            if isinstance(env, FiniteSplit) and env.split_size() < per_opponent_seat:
+                problems.append(
+                    f"evaluation.meta_episodes_per_opponent_seat {per_opponent_seat}: the {suite.name} set plays each "
+                    f"of its split's {env.split_size()} {self.game} tasks once; lower it (reproduce.eval_per_pair in "
+                    f"`mage reproduce`) to at most {env.split_size()}, or make the split larger")
+        if problems:
+            raise ConfigError("params", problems)
+
     def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None) -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
         seat); Sokoban: that many levels) with the evaluation sampling settings.

@@ -100,6 +100,20 @@ def test_an_expert_that_cannot_solve_its_task_stops_sft_before_cloning(tmp_path:
     assert sorted(p.name for p in (tmp_path / "sft").iterdir()) == ["model", "policy-init"]
 
 
+def test_a_selection_set_larger_than_its_split_stops_sft_before_the_demonstrations(
+        tmp_path: Path, alfworld_games: Path) -> None:
+    # ALFWorld selects on its training games (6 here): a selection set of 7 would play a game twice,
+    # found before the expert's meta-episodes are made (they took minutes before the check)
+    cfg = parse_config({**SMALL, "env": {"name": "alfworld", "alfworld": {"data_path": str(alfworld_games)}},
+                        "evaluation": {"meta_episodes_per_opponent_seat": 7}})
+    with pytest.raises(ConfigError) as err:
+        sft(cfg, tmp_path / "sft")
+    assert err.value.problems == [
+        "evaluation.meta_episodes_per_opponent_seat 7: the in_domain set plays each of its split's 6 alfworld tasks "
+        "once; lower it (reproduce.eval_per_pair in `mage reproduce`) to at most 6, or make the split larger"]
+    assert not (tmp_path / "sft" / "demonstrations.jsonl").exists() and not (tmp_path / "sft" / "model").exists()
+
+
 def test_sft_is_an_mlflow_run_with_its_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
 
