@@ -101,7 +101,7 @@ def ray_slot() -> Iterator[None]:
     """Hold the machine's one Ray slot for the module: a module that starts a local Ray instance
     (itself or through the code it tests) requests this first. Two instances started side by
     side on one machine by two workers have failed to start (CI, 2026-11-27: the second GCS's
-    client was answered ``InvalidAuthToken``, a server of the other instance on its port), so
+    client was answered ``InvalidAuthToken``, most likely by the other instance), so
     the Ray modules wait for each other; the rest of the suite runs beside them."""
     import fcntl
     import time
