@@ -22,7 +22,7 @@ from pydantic import (
 from mage_core.config.tasks import GAMES, TwoPlayerGame
 from mage_core.envs.registry import resolve, task
 from mage_core.opponents.families import member_name
-from mage_core.opponents.kuhn_families import KuhnFamily
+from mage_core.opponents.kuhn_families import DIVERSE_STYLES, KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
 from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
@@ -61,10 +61,17 @@ class KuhnFamilyConfig(Strict):
 
     count: Annotated[int, Field(ge=1, le=4096)]
     seed: NonNegativeInt = 0
-    prior: Literal["beta"] = "beta"
+    prior: Literal["beta", "styles"] = "beta"
     alpha: Annotated[float, Field(gt=0)] = 1.0
     beta: Annotated[float, Field(gt=0)] = 1.0
     grid: Annotated[int, Field(ge=1, le=10_000)] = 100
+    #: prior styles: the built-in styles mixed two at a time (default: the ``diverse`` six).
+    styles: tuple[str, ...] = DIVERSE_STYLES
+
+    @model_validator(mode="after")
+    def _valid_family(self) -> "KuhnFamilyConfig":
+        self.family()  # its ValueError names the field
+        return self
 
     def family(self) -> KuhnFamily:
         return KuhnFamily(**self.model_dump())
