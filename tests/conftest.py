@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -86,6 +87,40 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+#: The lock file that lets one local Ray instance run at a time on this machine (all workers of a
+#: run, and any other test run here): flock is released when its holder exits, even by a kill.
+RAY_LOCK = Path(tempfile.gettempdir()) / "mage-tests-ray.lock"
+#: How long a module waits for another's Ray instance before failing with the reason.
+RAY_LOCK_WAIT_S = 1200
+
+
+@pytest.fixture(scope="module")
+def ray_slot() -> Iterator[None]:
+    """Hold the machine's one Ray slot for the module: a module that starts a local Ray instance
+    (itself or through the code it tests) requests this first. Two instances started side by
+    side on one machine by two workers have failed to start (CI, 2026-11-27: the second GCS's
+    client was answered ``InvalidAuthToken``, a server of the other instance on its port), so
+    the Ray modules wait for each other; the rest of the suite runs beside them."""
+    import fcntl
+    import time
+
+    with RAY_LOCK.open("a") as handle:
+        deadline = time.monotonic() + RAY_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test's local Ray instance held {RAY_LOCK} for over "
+                                f"{RAY_LOCK_WAIT_S} s")
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 #: Session fixtures that cost seconds to minutes to build, and the group of the tests that use

@@ -49,7 +49,7 @@ def _ray_processes(session_dir: str) -> list[psutil.Process]:
     return list(found.values())
 
 
-def test_a_local_ray_instance_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_ray_instance_listens_on_loopback_only(monkeypatch: pytest.MonkeyPatch, ray_slot: None) -> None:
     import ray
 
     assert not ray.is_initialized(), "a Ray instance from another test is still running in this process"

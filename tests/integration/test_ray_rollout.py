@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ray_local() -> Iterator[None]:
+def ray_local(ray_slot: None) -> Iterator[None]:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ.pop("RAY_ADDRESS", None)

@@ -47,7 +47,7 @@ def test_a_stage_asks_for_what_its_command_occupies(project: Path) -> None:
     assert stage_resources(project, "report") == (1.0, 0.0)
 
 
-def test_a_stage_no_ray_node_can_hold_fails_at_once(project: Path) -> None:
+def test_a_stage_no_ray_node_can_hold_fails_at_once(project: Path, ray_slot: None) -> None:
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -27,7 +27,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, copy_project: Callable[[Pa
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
+def local_ray(ray_slot: None) -> Iterator[None]:
     """Ray is started by the flow itself (a local instance); shut it down after this module."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     yield
