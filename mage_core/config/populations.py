@@ -114,15 +114,16 @@ class OpponentsConfig(Strict):
     kuhn_families: dict[FamilyName, KuhnFamilyConfig] = {}
     ttt_families: dict[FamilyName, TicTacToeFamilyConfig] = {}
     #: Named populations: name -> entries (an entry may name a family); a population key or an
-    #: OOD suite may give the name instead of the list.
-    kuhn_populations: dict[FamilyName, list[KuhnPokerEntry]] = {}
-    ttt_populations: dict[FamilyName, list[TicTacToeEntry]] = {}
+    #: OOD suite may give the name instead of the list. The entries are checked where the name
+    #: is used (as that key's entries), so a named population that nothing uses does not stop a
+    #: run whose families were replaced.
+    kuhn_populations: dict[FamilyName, list[dict[str, Any]]] = {}
+    ttt_populations: dict[FamilyName, list[dict[str, Any]]] = {}
 
     @field_validator("kuhn_populations", "ttt_populations")
     @classmethod
     def _populations(cls, v: dict[str, list[Any]], info: ValidationInfo) -> dict[str, list[Any]]:
         game = "kuhn_poker" if info.field_name == "kuhn_populations" else "tic_tac_toe"
-        make = _kuhn_entry if game == "kuhn_poker" else _ttt_entry
         problems = []
         for name, entries in v.items():
             taken = [f"the population preset {name}"] if name in PRESETS[game] else []
@@ -136,7 +137,7 @@ class OpponentsConfig(Strict):
                 problems.append(f"{info.field_name}.{name}: a population needs at least one entry")
         if problems:
             raise ValueError("; ".join(problems))
-        return {name: expand_families(entries, _families(info, game), make) for name, entries in v.items()}
+        return v
 
     @field_validator("kuhn_strategies")
     @classmethod

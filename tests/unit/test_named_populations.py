@@ -40,10 +40,25 @@ def test_an_ood_suite_and_a_tic_tac_toe_population_may_name_one() -> None:
     ("opponents.kuhn_populations.style_mixtures=[{opponent: cfr}]", "clashes with the family style_mixtures"),
     ("opponents.kuhn_populations.cfr=[{opponent: maniac}]", "clashes with the opponent cfr"),
     ("opponents.kuhn_populations.mine=[]", "kuhn_populations.mine: a population needs at least one entry"),
-    ("opponents.kuhn_populations.mine=[{opponent: nobody}]", "opponents.kuhn_populations.mine[0].opponent: 'nobody' is not"),
+
     ("population.kuhn_poker=nope", "named populations (opponents.kuhn_populations): diverse"),
 ])
 def test_a_bad_named_population_names_the_key(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match="1 problem") as err:
         load_config(PARAMS, overrides=[override])
     assert message in str(err.value)
+
+
+def test_a_named_population_is_checked_where_it_is_used() -> None:
+    # Unused, a bad entry stops nothing (params.yaml's `diverse` names a family a run may replace)...
+    cfg = load_config(PARAMS, overrides=["opponents.kuhn_families={g: {count: 4, seed: 1}}"])
+    assert cfg.population.kuhn_poker == "paper"
+    # ...used, it is an error that names the key and the opponent.
+    with pytest.raises(ConfigError) as err:
+        load_config(PARAMS, overrides=["opponents.kuhn_populations.mine=[{opponent: nobody}]",
+                                       "population.kuhn_poker=mine"])
+    assert "population.kuhn_poker[0].opponent: 'nobody' is not an opponent of kuhn_poker" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load_config(PARAMS, overrides=["opponents.kuhn_families={g: {count: 4, seed: 1}}",
+                                       "evaluation.ood.kuhn_poker={styles: diverse}"])
+    assert "'style_mixtures' is not an opponent of kuhn_poker" in str(err.value)
