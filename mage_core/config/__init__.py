@@ -234,6 +234,10 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
                                                                            for i in range(count)))}
     context = {"kuhn_strategies": strategies, "kuhn_families": counts, "ttt_players": players,
                "ttt_families": ttt_counts}
+    for key in ("kuhn_populations", "ttt_populations"):  # a name that stands for its entries
+        named = opponents.get(key, {})
+        context[key] = ({name: entries for name, entries in named.items() if isinstance(entries, list)}
+                        if isinstance(named, dict) else {})
     try:
         return Config.model_validate(data, context=context)
     except ValidationError as err:

@@ -22,7 +22,7 @@ from pydantic import (
 from mage_core.config.tasks import GAMES, TwoPlayerGame
 from mage_core.envs.registry import resolve, task
 from mage_core.opponents.families import member_name
-from mage_core.opponents.kuhn_families import KuhnFamily
+from mage_core.opponents.kuhn_families import DIVERSE_STYLES, KuhnFamily
 from mage_core.opponents.kuhn_families import members as family_members
 from mage_core.opponents.population import PRESETS, PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings, check_opponent_name
@@ -61,10 +61,17 @@ class KuhnFamilyConfig(Strict):
 
     count: Annotated[int, Field(ge=1, le=4096)]
     seed: NonNegativeInt = 0
-    prior: Literal["beta"] = "beta"
+    prior: Literal["beta", "styles"] = "beta"
     alpha: Annotated[float, Field(gt=0)] = 1.0
     beta: Annotated[float, Field(gt=0)] = 1.0
     grid: Annotated[int, Field(ge=1, le=10_000)] = 100
+    #: prior styles: the built-in styles mixed two at a time (default: the ``diverse`` six).
+    styles: tuple[str, ...] = DIVERSE_STYLES
+
+    @model_validator(mode="after")
+    def _valid_family(self) -> "KuhnFamilyConfig":
+        self.family()  # its ValueError names the field
+        return self
 
     def family(self) -> KuhnFamily:
         return KuhnFamily(**self.model_dump())
@@ -106,6 +113,31 @@ class OpponentsConfig(Strict):
     kuhn_strategies: dict[str, KuhnStrategyConfig] = {}
     kuhn_families: dict[FamilyName, KuhnFamilyConfig] = {}
     ttt_families: dict[FamilyName, TicTacToeFamilyConfig] = {}
+    #: Named populations: name -> entries (an entry may name a family); a population key or an
+    #: OOD suite may give the name instead of the list. The entries are checked where the name
+    #: is used (as that key's entries), so a named population that nothing uses does not stop a
+    #: run whose families were replaced.
+    kuhn_populations: dict[FamilyName, list[dict[str, Any]]] = {}
+    ttt_populations: dict[FamilyName, list[dict[str, Any]]] = {}
+
+    @field_validator("kuhn_populations", "ttt_populations")
+    @classmethod
+    def _populations(cls, v: dict[str, list[Any]], info: ValidationInfo) -> dict[str, list[Any]]:
+        game = "kuhn_poker" if info.field_name == "kuhn_populations" else "tic_tac_toe"
+        problems = []
+        for name, entries in v.items():
+            taken = [f"the population preset {name}"] if name in PRESETS[game] else []
+            taken += [f"the family {name}"] if name in _families(info, game) else []
+            taken += ([f"the opponent {name}"] if check_opponent_name(game, name) is None
+                      or (name in _custom_names(info, game) and name not in _families(info, game)) else [])
+            if taken:
+                problems.append(f"{info.field_name}.{name}: the name clashes with {', '.join(taken)}; "
+                                "choose another name")
+            if not entries:
+                problems.append(f"{info.field_name}.{name}: a population needs at least one entry")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return v
 
     @field_validator("kuhn_strategies")
     @classmethod
@@ -203,10 +235,18 @@ def _families(info: ValidationInfo, game: str) -> Mapping[str, int]:
     return (info.context or {}).get(_CONTEXT[game][1], {})
 
 
+#: parse_config's context key of each game's named populations (``opponents.*_populations``).
+_NAMED = {"kuhn_poker": "kuhn_populations", "tic_tac_toe": "ttt_populations"}
+
+
 def _family_as_entries(spec: Any, info: ValidationInfo, game: str = "kuhn_poker") -> Any:
-    """A population given as a family's name: the family, whole (one entry, weight 1)."""
+    """A population given as a family's name: the family, whole (one entry, weight 1); given
+    as the name of a named population (``opponents.*_populations``): its entries."""
     if isinstance(spec, str) and spec in _families(info, game):
         return [{"opponent": spec}]
+    named = (info.context or {}).get(_NAMED[game], {})
+    if isinstance(spec, str) and spec in named:
+        return list(named[spec])
     return spec
 
 
@@ -219,12 +259,18 @@ def _ttt_entry(opponent: str, weight: float, seat: str) -> TicTacToeEntry:
     return TicTacToeEntry.model_construct(opponent=opponent, weight=weight, seat=seat)
 
 
-def _check_preset(game: str, spec: Any) -> Any:
+def _check_preset(game: str, spec: Any, info: ValidationInfo | None = None) -> Any:
     if isinstance(spec, str):
         try:
             preset(game, spec)
         except ValueError as err:
-            raise ValueError(str(err)) from None
+            others = ""
+            if info is not None:
+                families = ", ".join(_families(info, game)) or "none"
+                named = ", ".join((info.context or {}).get(_NAMED[game], {})) or "none"
+                others = (f"; families (opponents.{_CONTEXT[game][1]}): {families}; named populations "
+                          f"(opponents.{_NAMED[game]}): {named}")
+            raise ValueError(f"{err}{others}") from None
     return spec
 
 
@@ -244,7 +290,7 @@ class PopulationConfig(Strict):
     def _ttt(cls, v: Any, info: ValidationInfo) -> Any:
         if isinstance(v, list):  # a family stands for its members
             return expand_families(v, _families(info, "tic_tac_toe"), _ttt_entry)
-        return _check_preset("tic_tac_toe", v)
+        return _check_preset("tic_tac_toe", v, info)
 
     @field_validator("kuhn_poker", mode="before")
     @classmethod
@@ -256,7 +302,7 @@ class PopulationConfig(Strict):
     def _kuhn(cls, v: Any, info: ValidationInfo) -> Any:
         if isinstance(v, list):  # a family stands for its members
             return expand_families(v, (info.context or {}).get("kuhn_families", {}), _kuhn_entry)
-        return _check_preset("kuhn_poker", v)
+        return _check_preset("kuhn_poker", v, info)
 
     def entries(self, game: TwoPlayerGame) -> list[PopulationEntry]:
         spec = getattr(self, game)

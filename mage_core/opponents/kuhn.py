@@ -164,6 +164,31 @@ ARCHETYPES: dict[str, BehaviourStrategy] = {
 }
 
 
+# Playing styles (issue 29): the corners of the strategy space that the ``diverse`` training
+# prior mixes (``kuhn_families`` prior ``styles``), none of them a paper archetype, so that the
+# archetypes stay held out. Each is one fixed style in both seats.
+STYLES: dict[str, BehaviourStrategy] = {
+    # Bets whenever it may and calls every bet: value and bluff alike.
+    "maniac": BehaviourStrategy("maniac", {key: 1 for key in ("J", "Q", "K", "Jpb", "Qpb", "Kpb",
+                                                               "Jp", "Qp", "Kp", "Jb", "Qb", "Kb")}),
+    # Never bets, calls every bet: it pays off anything and never bluffs.
+    "station": BehaviourStrategy("station", {
+        "J": 0, "Q": 0, "K": 0, "Jpb": 1, "Qpb": 1, "Kpb": 1,
+        "Jp": 0, "Qp": 0, "Kp": 0, "Jb": 1, "Qb": 1, "Kb": 1,
+    }),
+    # Bets its best and its worst card (K for value, J as a bluff), checks Q; calls only with K.
+    "polar_bluffer": BehaviourStrategy("polar_bluffer", {
+        "J": 1, "Q": 0, "K": 1, "Jpb": 0, "Qpb": 0, "Kpb": 1,
+        "Jp": 1, "Qp": 0, "Kp": 1, "Jb": 0, "Qb": 0, "Kb": 1,
+    }),
+    # Never bets first, even with K (it slow-plays), and calls with Q and K: a check hides its hand.
+    "trapper": BehaviourStrategy("trapper", {
+        "J": 0, "Q": 0, "K": 0, "Jpb": 0, "Qpb": 1, "Kpb": 1,
+        "Jp": 0, "Qp": 0, "Kp": 0, "Jb": 0, "Qb": 1, "Kb": 1,
+    }),
+}
+
+
 # The exploration pair (issue 15): two opponents that open alike (check J; bet Q
 # and K first or after a check) and differ ONLY in how they answer a bet: the
 # tight caller calls with K alone, the calling station calls with anything. An

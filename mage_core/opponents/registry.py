@@ -43,6 +43,8 @@ PATTERN_ORDERS = (
 KUHN_ARCHETYPES = ("conservative", "aggressive", "intermediate")
 #: The exploration pair (``kuhn.PROBES``): alike until they answer a bet.
 KUHN_PROBES = ("tight_caller", "calling_station")
+#: The playing styles (``kuhn.STYLES``) that the ``diverse`` prior mixes.
+KUHN_STYLES = ("maniac", "station", "polar_bluffer", "trapper")
 
 _MCTS = re.compile(r"^mcts-(\d+)$")
 _PATTERN = re.compile(r"^pattern-([a-z_]+)$")
@@ -105,7 +107,7 @@ def _ttt_names(custom: Mapping[str, object]) -> list[str]:
 
 
 def _kuhn_names(custom: Mapping[str, object]) -> list[str]:
-    return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
+    return ["random", *KUHN_ARCHETYPES, *KUHN_PROBES, *KUHN_STYLES, "equilibrium-<alpha in [0,1/3]>", "cfr", "cfr_argmax",
             *_collapse_members(custom)]
 
 
@@ -158,7 +160,8 @@ def _ttt_check(name: str, custom: Mapping[str, object]) -> str | None:
 
 
 def _kuhn_check(name: str, custom: Mapping[str, object]) -> str | None:
-    if name in KUHN_ARCHETYPES or name in KUHN_PROBES or name in ("cfr", "cfr_argmax") or name in custom:
+    if (name in KUHN_ARCHETYPES or name in KUHN_PROBES or name in KUHN_STYLES or name in ("cfr", "cfr_argmax")
+            or name in custom):
         return None
     if m := _EQUILIBRIUM.match(name):
         alpha = _parse_alpha(m.group(1))
@@ -239,6 +242,8 @@ def _make_kuhn(name: str, settings: OpponentSettings) -> Opponent:
         return kuhn.ARCHETYPES[name]
     if name in KUHN_PROBES:
         return kuhn.PROBES[name]
+    if name in KUHN_STYLES:
+        return kuhn.STYLES[name]
     if name in settings.kuhn_strategies:
         return kuhn.BehaviourStrategy(name, settings.kuhn_strategies[name])
     if name in ("cfr", "cfr_argmax"):

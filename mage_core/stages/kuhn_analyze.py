@@ -94,8 +94,9 @@ def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3
         for row in rows:
             pop_table.add_row(*[v if isinstance(v, str) else analysis.format_fraction(v) for v in row.values()])
         console.print(pop_table)
-        if cfg.opponents.kuhn_families and meta_hands > 0:
-            console.print(prior_table(cfg.opponents.kuhn_families, meta_hands))
+        beta_families = {name: spec for name, spec in cfg.opponents.kuhn_families.items() if spec.prior == "beta"}
+        if beta_families and meta_hands > 0:  # a styles family is its members: the population table above
+            console.print(prior_table(beta_families, meta_hands))
     return 0
 
 

@@ -97,8 +97,13 @@ def test_a_family_stands_for_its_members_in_populations_and_suites() -> None:
      "opponents.kuhn_families.Gen-2.[key]: String should match pattern '^[a-z][a-z0-9_]*$' (got 'Gen-2')"),
     ({"opponents": FAMILIES, "population": {"kuhn_poker": [{"opponent": "gen-4"}]}},
      "population.kuhn_poker[0].opponent: 'gen-4' is not an opponent of kuhn_poker; valid: random, conservative, "
-     "aggressive, intermediate, tight_caller, calling_station, equilibrium-<alpha in [0,1/3]>, cfr, cfr_argmax, "
-     "gen, gen-<0..3>, held, held-<0..2>"),
+     "aggressive, intermediate, tight_caller, calling_station, maniac, station, polar_bluffer, trapper, "
+     "equilibrium-<alpha in [0,1/3]>, cfr, cfr_argmax, gen, gen-<0..3>, held, held-<0..2>"),
+    ({"opponents": {"kuhn_families": {"mixed": {"count": 2, "prior": "styles", "styles": ["maniac", "nope"]}}}},
+     "opponents.kuhn_families.mixed: unknown style 'nope'; styles: maniac, station, polar_bluffer, "
+     "trapper, tight_caller, calling_station, conservative, aggressive, intermediate"),
+    ({"opponents": {"kuhn_families": {"mixed": {"count": 2, "prior": "styles", "styles": ["maniac"]}}}},
+     "opponents.kuhn_families.mixed: styles must name at least two distinct styles, got ['maniac']"),
 ])
 def test_bad_families_are_named_with_the_fix(data: dict, problem: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -131,3 +136,33 @@ def test_the_exact_ceiling_of_a_family_is_ordered_as_information_allows() -> Non
     # One member: its type is known from the start.
     one = _mix(KuhnFamily(count=1, seed=9, alpha=0.5, beta=0.5))
     assert bayes_optimal_meta_value(one, 3, "fresh", 0) == best_response(one, 0)[0]
+
+
+def test_the_styles_best_responses_are_worth_what_a_hand_count_gives() -> None:
+    # Against a maniac or a station a best response earns 1/3 a hand in either seat: K wins 2 (a bet
+    # called), Q breaks even, J loses 1 (a fold, or a check to showdown). Against the trapper, 1/6:
+    # K bets and wins 1 (J folds) or 2 (Q calls), Q checks to a 0 showdown, J checks and loses 1.
+    for name, value in (("maniac", Fraction(1, 3)), ("station", Fraction(1, 3)), ("trapper", Fraction(1, 6))):
+        opponent = make_opponent("kuhn_poker", name)
+        assert [best_response([(1, opponent)], seat)[0] for seat in (0, 1)] == [value, value], name
+
+
+def test_a_styles_member_mixes_two_distinct_styles_on_the_grid() -> None:
+    from mage_core.opponents.kuhn import ARCHETYPES, PROBES, STYLES
+
+    known = {**STYLES, **PROBES, **ARCHETYPES}
+    family = KuhnFamily(count=40, seed=5, prior="styles", grid=12)
+    pairs = set()
+    for name, table in members("mix", family).items():
+        assert all(p.denominator in (1, 2, 3, 4, 6, 12) for p in table.values())
+        # some pair of the family's styles and some weight w = j/12 give every probability exactly
+        found = [(a, b) for a in family.styles for b in family.styles if a != b
+                 for j in range(13)
+                 if all(table[k] == Fraction(round((Fraction(j, 12) * known[a].p_bet[k]
+                                                    + (1 - Fraction(j, 12)) * known[b].p_bet[k]) * 12), 12)
+                        for k in ALL_INFOSETS)]
+        assert found, name
+        pairs.add(frozenset(found[0]))
+    assert len(pairs) >= 8  # 40 members spread over the 15 pairs of six styles
+    assert members("mix", family) == members("mix", KuhnFamily(count=40, seed=5, prior="styles", grid=12))
+    assert members("mix", family) != members("mix", KuhnFamily(count=40, seed=6, prior="styles", grid=12))

@@ -67,7 +67,7 @@ def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path)
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor, "
-                       "opponent_population, exploration, episode_norm)"),
+                       "opponent_population, exploration, episode_norm, diverse)"),
     ({}, "name a grid of sweep.grids"),
     ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
     ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
@@ -140,3 +140,25 @@ def test_the_sizes_a_grid_sets_are_the_sweeps() -> None:
     mixed = plan(PARAMS, "anchor", vary=["train.iterations=[3, 4]"])
     base = load_config(PARAMS).reproduce
     assert (mixed.iterations, mixed.eval_per_pair) == (base.iterations, base.eval_per_pair)
+
+
+def test_the_diverse_grid_trains_on_the_styles_and_tests_on_suites_it_does_not_contain() -> None:
+    from mage_core.config import parse_config, run_data
+
+    sweep = plan(PARAMS, "diverse")
+    configs = [parse_config(run_data(p.params, p.name, p.name)) for p in sweep.points]
+    assert [cfg.seed for cfg in configs] == [1, 2, 3]
+    cfg = configs[0]
+    trained_on = {e.opponent for e in cfg.population.entries("kuhn_poker")}
+    assert len(trained_on) == 38 and "maniac" in trained_on and "style_mixtures-31" in trained_on
+    assert set(cfg.opponents.kuhn_families) == {"style_mixtures", "beta_held_out"}  # the grid's family is added
+    tables = cfg.opponents.settings().kuhn_strategies
+    suites = {name: [e.opponent for e in cfg.evaluation.ood.entries("kuhn_poker", name)]
+              for name in ("paper", "cfr", "cfr_argmax", "beta_held_out")}
+    assert suites["paper"] == ["conservative", "aggressive", "intermediate"]
+    assert suites["cfr"] == ["cfr"] and suites["cfr_argmax"] == ["cfr_argmax"]
+    assert suites["beta_held_out"] == [f"beta_held_out-{i}" for i in range(32)]
+    assert not set().union(*suites.values()) & trained_on
+    # No held-out family member plays exactly as a training member does.
+    train_tables = {tuple(tables[n].values()) for n in trained_on if n in tables}
+    assert not {tuple(tables[n].values()) for n in suites["beta_held_out"]} & train_tables
