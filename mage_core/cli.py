@@ -44,6 +44,7 @@ examples:
   mage tournament                            play the matches listed in params.yaml
   mage tournament --game tic_tac_toe --a minimax --b mcts-100 --games 100
   mage kuhn analyze                          exact best responses to the Kuhn opponents
+  mage kuhn probe --policy DIR               a Kuhn policy's hand-2 bets given what hand 1 showed
   mage ttt analyze                           what a perfect exploiting player wins at Tic-Tac-Toe
   mage data generate webshop                 the WebShop catalogue of params.yaml (data.webshop), checked
   mage train --out artifacts/train/mage      train the method of params.yaml (resume: --resume)

@@ -311,7 +311,7 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
 # ---- exact analyses of the games ----
 
 def add_kuhn(sub: Commands, fmt: Formatter) -> None:
-    """``mage kuhn analyze``: exact Kuhn Poker best responses."""
+    """``mage kuhn analyze``: exact Kuhn Poker best responses; ``mage kuhn probe``: a policy's hand-2 bets."""
     kuhn = sub.add_parser("kuhn", help="exact Kuhn Poker analysis", formatter_class=fmt)
     kuhn_sub = kuhn.add_subparsers(dest="kuhn_command", metavar="<command>", required=True)
     p = kuhn_sub.add_parser("analyze", help="best responses and population values as exact fractions",
@@ -325,12 +325,29 @@ def add_kuhn(sub: Commands, fmt: Formatter) -> None:
     p.add_argument("--meta-hands", type=int, default=3, metavar="K",
                    help="hands per meta-episode for the Bayes-optimal ceiling (default: %(default)s; 0 skips)")
     p.set_defaults(func=_cmd_kuhn_analyze)
+    p = kuhn_sub.add_parser("probe", help="a trained policy's hand-2 bets given what hand 1 showed",
+                            description=(
+        "Against the configured Kuhn population (deterministic opponents; the exploration pair is "
+        "--set population.kuhn_poker=probe), the agent acting first: for every way hand 1 can go, the policy's "
+        "probability of betting its first decision of hand 2 with each card, the posterior over opponents that hand "
+        "1 leaves, and the best response to that posterior (docs/learning.md, \"Does it probe?\")."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--policy", required=True, metavar="DIR", help="the policy folder (a `mage train` output's best/)")
+    p.add_argument("--csv", metavar="FILE", help="also write the rows to this CSV file")
+    p.set_defaults(func=_cmd_kuhn_probe)
 
 
 def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
     from mage_core.stages.kuhn_analyze import run
 
     return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands, overrides=args.overrides)
+
+
+def _cmd_kuhn_probe(args: argparse.Namespace) -> int:
+    from mage_core.stages.kuhn_probe import run
+
+    return run(args.params, args.policy, csv_path=args.csv, overrides=args.overrides)
 
 
 def add_ttt(sub: Commands, fmt: Formatter) -> None:

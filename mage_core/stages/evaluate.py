@@ -16,7 +16,10 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
   strategy, play fixed then respond, Bayes-optimal, opponent known; with early
   stop only the last two; ``mage_core.evaluation.kuhn_ceilings``), the
   policy's first-hand opening bet probability per card where it acts first
-  (``all/opening_bet_{J,Q,K}_ep1``: does it probe?), and, for suites of
+  (``all/opening_bet_{J,Q,K}_ep1``: does it probe?), its hand-2 opening bets after a hand 1
+  that revealed the opponent or did not (``all/bet_<card>_ep2_after_<opponent>``,
+  ``all/bet_<card>_ep2_unrevealed``, ``all/ep2_bayes_agreement``: suites of deterministic
+  opponents, ``strategy_probes.second_hand_bets``), and, for suites of
   deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
   every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
@@ -195,6 +198,9 @@ def _suite_summary(cfg: Config, trainer: Any, suite: Suite, suite_rows: list[dic
         exact = strategy_probes.exact_greedy_values(trainer, list(suite.entries))
         summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
         summary.update(strategy_probes.opening_bets(trainer, list(suite.entries)))  # does it probe?
+        # ...and does hand 2 use what hand 1 showed? (deterministic suites, K >= 2)
+        summary.update(strategy_probes.second_hand_metrics(strategy_probes.second_hand_bets(trainer,
+                                                                                              list(suite.entries))))
     return summary
 
 

@@ -273,7 +273,46 @@ def kuhn_sections(sweep: Sweep, episodes: Any) -> list[str]:
     if SEED_KEY in sweep.grid.vary and len(sweep.grid.vary[SEED_KEY]) > 1:
         parts += ["### Over training seeds\n", seeds_markdown(sweep, frame)]
     bets = opening_bets_markdown(episodes, {p.name: p.name for p in sweep.points})
-    return parts + ([bets] if bets else [])
+    second = second_hand_markdown(sweep)
+    return parts + ([bets] if bets else []) + ([second] if second else [])
+
+
+_SECOND_HAND = re.compile(r"^eval/(?P<suite>[a-z0-9_]+)/all/bet_(?P<card>[JQK])_ep2_(?P<after>.+)$")
+
+
+def second_hand_markdown(sweep: Sweep) -> str:
+    """Each point's hand-2 opening bets after a hand 1 that revealed the opponent or did not
+    (``strategy_probes.second_hand_metrics``, read from the points' ``metrics.json``); empty
+    when no suite measured them (stochastic opponents, K = 1)."""
+    from mage_core.evaluation.aggregate import markdown_table
+
+    cells = []
+    for point in sweep.points:
+        path = point.workspace / "artifacts" / "eval" / point.name / "metrics.json"
+        if not path.is_file():
+            continue
+        metrics = json.loads(path.read_text())["metrics"]
+        bets: dict[tuple[str, str], dict[str, float]] = {}
+        for key, value in metrics.items():
+            if (m := _SECOND_HAND.match(key)) is not None:
+                bets.setdefault((m["suite"], m["after"]), {})[m["card"]] = value
+        for (suite, after), per_card in sorted(bets.items(), key=lambda kv: (kv[0][0] != "in_domain", kv[0])):
+            agreement = metrics.get(f"eval/{suite}/all/ep2_bayes_agreement")
+            cells.append([point.name, suite, after.removeprefix("after_") if after != "unrevealed" else "not revealed",
+                          *(f"{per_card[c]:.3f}" if c in per_card else "—" for c in "JQK"),
+                          f"{agreement:.3f}" if agreement is not None else "—"])
+    if not cells:
+        return ""
+    return ("\n#### Does hand 2 use what hand 1 showed?\n\n"
+            "The policy's probability of betting its first decision of hand 2, acting first, per card, after a "
+            "hand 1 that revealed the opponent (the posterior puts all its weight on it) or did not, every way "
+            "hand 1 can go weighted by how likely it is (the policy's hand-1 moves forced, read from its scores; "
+            "`mage kuhn probe` prints every view). Last column: the share of hand-2 openings where the policy's "
+            "more likely move is the Bayes-optimal one, where one is named (a revealed opponent, or hand 2 the "
+            "last). Against the exploration pair, after the tight caller is revealed the best move bets J and "
+            "checks Q and K; after the calling station, checks J and bets K.\n\n"
+            + markdown_table(["point", "suite", "hand 1 revealed", "P(bet) with J", "P(bet) with Q",
+                              "P(bet) with K", "agrees with Bayes (suite)"], cells))
 
 
 def seeds_markdown(sweep: Sweep, frame: Any) -> str:

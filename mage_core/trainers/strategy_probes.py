@@ -149,3 +149,151 @@ def first_hand_exploitability(trainer: "MetaRLTrainer") -> dict[str, float]:
     out = {"eval/first_hand/exploitability": float(exploitability(strategy))}
     out.update({f"eval/first_hand/p_bet_{key}": float(p) for key, p in strategy.p_bet.items()})
     return out
+
+
+def second_hand_bets(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry]) -> list[dict[str, Any]] | None:
+    """Kuhn Poker, the agent first to act: what the policy opens in hand 2 given what hand 1
+    showed it (the probe measurement, docs/learning.md "Does it probe?").
+
+    For every deterministic opponent the suite seats against an agent acting first, every
+    hand-1 deal and every way the agent can play hand 1 (bet; check then fold; check then
+    call), the policy's hand-1 moves are forced and the opponent answers as it does; hand 2
+    is then dealt each card, and the policy's P(BET) at its first hand-2 decision is read
+    from its candidate scores at the evaluation temperature (no sampling noise).
+
+    One row per (view, hand-2 card), where the view is what the agent saw of hand 1 (its
+    card, the betting, the opponent's card where shown): ``view``, ``card``, ``p_view``
+    (how likely the view is under the suite's prior when the agent plays hand 1 this way),
+    ``posterior`` (opponent -> probability given the view), ``p_bet`` (the policy) and
+    ``bayes_bet``, the Bayes-optimal hand-2 opening where this one hand's best response to
+    the posterior is it: when the view revealed the opponent (nothing is left to learn) or
+    hand 2 is the last hand (K = 2). 1 bet, 0 check; None where both are worth the same or
+    where a later hand could still gain from probing (K > 2, opponent not revealed).
+
+    None where it cannot be read: another game, free-text actions, generated reflections
+    (hand 2's prompt would depend on sampled text), fewer than 2 hands per meta-episode, or
+    a seat-0 opponent that is stochastic (its hand-1 answers are not forced)."""
+    s = trainer.eval_settings
+    if (not task(trainer.game).strategy_probes or trainer.cfg.policy.action_mode != "constrained"
+            or s.num_episodes < 2 or (s.reflect and s.reflections == "generated")):
+        return None
+    from fractions import Fraction
+
+    from mage_core.envs.kuhn_poker.analysis import best_response_details
+    from mage_core.envs.kuhn_poker.rules import (BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, history_letters,
+                                                 infoset_key, is_showdown, is_terminal_history)
+    from mage_core.opponents.kuhn import BehaviourStrategy
+    from mage_core.opponents.registry import make_opponent
+
+    weights = {name: p for (name, seat), p in Population(list(entries)).probabilities().items() if seat == 0 and p > 0}
+    if not weights:
+        return None
+    strategies = {}
+    for name in weights:
+        strategy = make_opponent(trainer.game, name, trainer.cfg.opponents.settings())
+        if not (isinstance(strategy, BehaviourStrategy) and strategy.is_deterministic):
+            return None
+        strategies[name] = strategy
+
+    def hand_one(strategy: BehaviourStrategy, deal: tuple[int, int], script: tuple[int, ...]) -> tuple[int, ...]:
+        history: tuple[int, ...] = ()
+        moves = iter(script)
+        while not is_terminal_history(history):
+            if len(history) % 2 == 0:
+                history += (next(moves),)
+            else:
+                history += (int(strategy.p_bet[infoset_key(deal[1], history)]),)
+        return history
+
+    scripts = ((BET,), (PASS, PASS), (PASS, BET))  # bet; check, then fold a bet; check, then call a bet
+    cases: list[tuple[str, tuple[int, int], tuple[int, ...], str]] = []  # opponent, deal, history, view
+    for name, strategy in sorted(strategies.items()):
+        for deal in DEALS:
+            seen = set()
+            for script in scripts:
+                history = hand_one(strategy, deal, script)
+                if history in seen:
+                    continue
+                seen.add(history)
+                shown = f", opponent showed {CARD_LETTERS[deal[1]]}" if is_showdown(history) else ""
+                cases.append((name, deal, history, f"{CARD_LETTERS[deal[0]]}: {history_letters(history)}{shown}"))
+    cards = range(3)
+    specs, sequences, plays = [], [], []
+    for name, deal, history, view in cases:
+        for card in cards if s.restart == "fresh" else (deal[0],):
+            specs.append(MetaEpisodeSpec(trainer.game, name, 0, 0, len(specs)))
+            sequences.append([deal, (card, next(c for c in range(3) if c != card))] if s.restart == "fresh" else [deal])
+            plays.append((view, card, history))
+    from mage_core.evaluation.kuhn_exact import fix_deals
+
+    metas = trainer.build(specs, s)
+    fix_deals(metas, sequences)
+    requests, kept = [], []
+    for meta, (view, card, history) in zip(metas, plays):
+        agent_moves = iter(history[0::2])
+        while not meta.done and not meta.episodes:
+            request = meta.request()
+            move = MOVE_NAMES[next(agent_moves)]
+            meta.apply(request, Response(move, 0.0, choice=(request.candidate_texts or []).index(move)))
+        if meta.done:  # the meta-episode stopped after hand 1 (rollout.early_stop on a won hand)
+            continue
+        request = meta.request()
+        if request.phase != "play":
+            return None
+        requests.append(request)
+        kept.append((view, card))
+    if not requests:
+        return None
+    scores = trainer.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
+    temperature = trainer.cfg.evaluation.temperature
+    p_bet: dict[tuple[str, int], list[float]] = {}
+    for request, per_candidate, key in zip(requests, scores, kept):
+        totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
+        probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
+                 else torch.softmax(totals / temperature, dim=0))
+        p_bet.setdefault(key, []).append(sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
+                                             if action == MOVE_NAMES[BET]))
+    total_weight = sum(weights.values())
+    likelihood: dict[str, dict[str, Fraction]] = {}  # view -> opponent -> P(view, opponent | the agent's play)
+    for name, _, _, view in cases:
+        per = likelihood.setdefault(view, {})
+        per[name] = per.get(name, Fraction(0)) + Fraction(weights[name] / total_weight).limit_denominator(10 ** 9) / 6
+    rows = []
+    for view, per in likelihood.items():
+        p_view = sum(per.values())
+        posterior = {name: p / p_view for name, p in per.items()}
+        _, choices, indifferent = best_response_details([(p, strategies[n]) for n, p in posterior.items()], 0)
+        exact = max(posterior.values()) == 1 or s.num_episodes == 2  # else probing may still pay later
+        for card in cards:
+            if (view, card) not in p_bet:
+                continue
+            key = CARD_LETTERS[card]
+            rows.append({"view": view, "card": key, "p_view": float(p_view),
+                         "posterior": {n: float(p) for n, p in sorted(posterior.items())},
+                         "p_bet": sum(p_bet[(view, card)]) / len(p_bet[(view, card)]),
+                         "bayes_bet": None if key in indifferent or not exact else int(choices[key])})
+    return rows
+
+
+def second_hand_metrics(rows: Sequence[dict[str, Any]] | None) -> dict[str, float]:
+    """``second_hand_bets`` in a few numbers (``all/...``, weighted by how likely each view is):
+    ``bet_<card>_ep2_after_<opponent>``, the policy's hand-2 opening bet rate with that card
+    after a hand 1 that revealed the opponent (posterior 1); ``bet_<card>_ep2_unrevealed``,
+    after a hand 1 that did not; ``ep2_bayes_agreement``, the share of hand-2 openings where
+    the policy's more likely move is the Bayes-optimal one (where ``bayes_bet`` names one)."""
+    if not rows:
+        return {}
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    agree = weight = 0.0
+    for row in rows:
+        revealed = [n for n, p in row["posterior"].items() if p > 1 - 1e-12]
+        after = f"after_{revealed[0]}" if revealed else "unrevealed"
+        groups.setdefault((row["card"], after), []).append((row["p_view"], row["p_bet"]))
+        if row["bayes_bet"] is not None:
+            agree += row["p_view"] * float((row["p_bet"] > 0.5) == bool(row["bayes_bet"]))
+            weight += row["p_view"]
+    out = {f"all/bet_{card}_ep2_{after}": sum(w * p for w, p in values) / sum(w for w, _ in values)
+           for (card, after), values in sorted(groups.items())}
+    if weight > 0:
+        out["all/ep2_bayes_agreement"] = agree / weight
+    return out

@@ -69,3 +69,125 @@ def test_first_hand_exploitability_is_exact_for_the_read_strategy(trainer: MetaR
     assert metrics["eval/first_hand/exploitability"] == float(exploitability(strategy))
     assert metrics["eval/first_hand/exploitability"] > 0  # an untrained policy is no equilibrium
     assert metrics["eval/first_hand/p_bet_Kb"] == float(strategy.p_bet["Kb"])
+
+
+# The probe pair, the agent first to act, after hand 1 where the agent bet J: the tight caller
+# folds Q ("J: bp", reveals it), the station calls Q ("J: bb, opponent showed Q", reveals it),
+# both call K ("J: bb, opponent showed K", posterior 1/2 each). Best responses for one hand,
+# counted by hand: against the tight caller bet J (-1/2 against -1 for checking), check Q (0
+# against -1/2), check K (3/2 against 1); against the station check J (-1 against -2), Q is a
+# tie (0 either way), bet K (2 against 3/2). Unrevealed, hand 2 is not the last of K = 3 and a
+# probe may still pay in hand 3: no Bayes-optimal move is named there.
+BAYES_AFTER = {"tight_caller": {"J": 1, "Q": 0, "K": 0}, "calling_station": {"J": 0, "Q": None, "K": 1},
+               None: {"J": None, "Q": None, "K": None}}
+
+
+def test_second_hand_bets_views_posteriors_and_best_responses(trainer: MetaRLTrainer) -> None:
+    entries = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    rows = strategy_probes.second_hand_bets(trainer, entries)
+    by_view = {}
+    for row in rows:
+        by_view.setdefault(row["view"], []).append(row)
+    assert all(len(v) == 3 for v in by_view.values())  # hand 2 dealt each card (fresh deals)
+    # The three views of a J bet, with their exact probability and posterior.
+    assert by_view["J: bp"][0]["posterior"] == {"tight_caller": 1.0}
+    assert by_view["J: bp"][0]["p_view"] == pytest.approx(1 / 12)
+    assert by_view["J: bb, opponent showed Q"][0]["posterior"] == {"calling_station": 1.0}
+    assert by_view["J: bb, opponent showed K"][0]["posterior"] == pytest.approx(
+        {"calling_station": 0.5, "tight_caller": 0.5})
+    assert by_view["J: bb, opponent showed K"][0]["p_view"] == pytest.approx(2 / 12)
+    # Checking hand 1 never tells them apart (they open alike after a check). Views, counted by
+    # hand: a bet gives 3 per card (J: bp, bb showing Q, bb showing K; Q: bp, bb showing J or K;
+    # K: bp, bb showing J or Q) and so does a check (J: pbp, pbb showing Q or K; Q: pp showing J,
+    # pbp, pbb showing K; K: pp showing J, pbp, pbb showing Q): 18.
+    assert all(r["posterior"] == pytest.approx({"calling_station": 0.5, "tight_caller": 0.5})
+               for r in rows if r["view"][3] == "p")
+    assert len(by_view) == 18
+    assert by_view["K: bp"][0]["posterior"] == {"tight_caller": 1.0}  # it folds J and Q alike
+    assert by_view["K: bp"][0]["p_view"] == pytest.approx(2 / 12)
+    for view, per_card in by_view.items():
+        revealed = [n for n, p in per_card[0]["posterior"].items() if p == 1.0]
+        expected = BAYES_AFTER[revealed[0] if revealed else None]
+        for row in per_card:
+            assert row["bayes_bet"] == expected[row["card"]], (view, row["card"])
+            assert 0 < row["p_bet"] < 1  # an untrained policy at temperature 1
+
+
+def test_second_hand_bets_are_what_the_rollout_samples_from(trainer: MetaRLTrainer) -> None:
+    entries = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    rows = {(r["view"], r["card"]): r["p_bet"] for r in strategy_probes.second_hand_bets(trainer, entries)}
+    # Sampled play against the tight caller, deals (J, Q) then (K, J): where the agent bet J,
+    # the caller folded, and the agent's first hand-2 move was sampled from P(BET | "J: bp", K).
+    specs = [MetaEpisodeSpec("kuhn_poker", "tight_caller", 0, 0, i) for i in range(24)]
+    metas = trainer.build(specs, trainer.eval_settings)
+    fix_deals(metas, [[(0, 1), (2, 0)]] * len(metas))
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=trainer.cfg.policy.max_new_tokens,
+                              stop_token_ids=trainer.codec.stop_token_ids)
+    metas = trainer.play(metas, trainer.actor(sampling), meta_episode_seeds(torch.Generator().manual_seed(5), 24))
+    bet_first = [m for m in metas if m.decisions[0].choice == 1]
+    assert bet_first, "no meta-episode bet J first"
+    p = rows[("J: bp", "K")]
+    for meta in bet_first:
+        second = next(d for d in meta.decisions if d.episode == 1 and d.phase == "play")
+        assert math.exp(second.logprob) == pytest.approx(p if second.choice == 1 else 1 - p, rel=1e-5)
+
+
+def test_second_hand_metrics_weigh_views_by_probability() -> None:
+    rows = [
+        {"view": "a", "card": "J", "p_view": 0.1, "posterior": {"x": 1.0}, "p_bet": 0.9, "bayes_bet": 1},
+        {"view": "b", "card": "J", "p_view": 0.3, "posterior": {"x": 1.0}, "p_bet": 0.5, "bayes_bet": 0},
+        {"view": "c", "card": "J", "p_view": 0.2, "posterior": {"x": 0.5, "y": 0.5}, "p_bet": 0.2, "bayes_bet": None},
+        {"view": "d", "card": "K", "p_view": 0.4, "posterior": {"y": 1.0}, "p_bet": 0.7, "bayes_bet": 1},
+    ]
+    metrics = strategy_probes.second_hand_metrics(rows)
+    assert metrics["all/bet_J_ep2_after_x"] == pytest.approx((0.1 * 0.9 + 0.3 * 0.5) / 0.4)
+    assert metrics["all/bet_J_ep2_unrevealed"] == pytest.approx(0.2)
+    assert metrics["all/bet_K_ep2_after_y"] == pytest.approx(0.7)
+    # Agreement (ties left out): a bets (0.9) where betting is best, b does not bet (0.5 is not
+    # above 1/2) where checking is best, d bets where betting is best: all three agree.
+    assert metrics["all/ep2_bayes_agreement"] == pytest.approx(1.0)
+    rows[1]["p_bet"] = 0.8  # now b bets where checking is best
+    assert strategy_probes.second_hand_metrics(rows)["all/ep2_bayes_agreement"] == pytest.approx(0.5 / 0.8)
+    assert strategy_probes.second_hand_metrics([]) == {}
+    assert strategy_probes.second_hand_metrics(None) == {}
+
+
+def test_second_hand_is_the_last_hand_at_k2(tmp_path: Path) -> None:
+    """With K = 2 hand 2 is the last: the posterior's one-hand best response is Bayes-optimal
+    everywhere, unrevealed views included (check J, -1 against -5/4; check Q, 0 against -1/4;
+    K a tie at 3/2; counted by hand above)."""
+    cfg = parse_config({"env": {"name": "kuhn_poker"}, "tournament": {"matches": []},
+                        "algorithm": {"episodes_per_meta_episode": 2}, "population": {"kuhn_poker": "probe"}})
+    build_policy(cfg, tmp_path)
+    model, tokenizer = load_policy(tmp_path / "policy-init")
+    generator = make_generator(cfg, tokenizer, tmp_path / "policy-init", model, copy_model=False)
+    trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
+    rows = strategy_probes.second_hand_bets(trainer, cfg.population.entries("kuhn_poker"))
+    unrevealed = [r for r in rows if max(r["posterior"].values()) < 1]
+    assert unrevealed and all(r["bayes_bet"] == BAYES_AFTER_K2[r["card"]] for r in unrevealed)
+
+
+BAYES_AFTER_K2 = {"J": 0, "Q": 0, "K": None}
+
+
+def test_mage_kuhn_probe_writes_the_views_and_names_what_it_cannot_read(tmp_path: Path) -> None:
+    import csv
+
+    from mage_core.config import ConfigError
+    from mage_core.stages import kuhn_probe
+
+    params = Path(__file__).resolve().parents[2] / "params.yaml"
+    cfg = parse_config({"env": {"name": "kuhn_poker"}, "tournament": {"matches": []}})
+    build_policy(cfg, tmp_path)
+    policy = tmp_path / "policy-init"
+    out = tmp_path / "probe" / "rows.csv"
+    assert kuhn_probe.run(str(params), str(policy), str(out), ["env.name=kuhn_poker",
+                                                              "population.kuhn_poker=probe"]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 18 * 3 and {r["card"] for r in rows} == {"J", "Q", "K"}
+    with pytest.raises(ConfigError, match="population.kuhn_poker: the hand-2 bets can be read only"):
+        kuhn_probe.run(str(params), str(policy), None, ["env.name=kuhn_poker", "population.kuhn_poker=diverse"])
+    with pytest.raises(ConfigError, match="--policy: .* holds no model"):
+        kuhn_probe.run(str(params), str(tmp_path), None, ["env.name=kuhn_poker", "population.kuhn_poker=probe"])
+    with pytest.raises(ConfigError, match="env.name: `mage kuhn probe` reads a Kuhn Poker policy"):
+        kuhn_probe.run(str(params), str(policy), None, ["env.name=tic_tac_toe"])

@@ -162,3 +162,26 @@ def test_the_diverse_grid_trains_on_the_styles_and_tests_on_suites_it_does_not_c
     # No held-out family member plays exactly as a training member does.
     train_tables = {tuple(tables[n].values()) for n in trained_on if n in tables}
     assert not {tuple(tables[n].values()) for n in suites["beta_held_out"]} & train_tables
+
+
+def test_the_summary_shows_hand_two_after_what_hand_one_revealed(tmp_path: Path) -> None:
+    import dataclasses
+    import json
+
+    from mage_core.stages.sweep import second_hand_markdown
+
+    sweep = plan(PARAMS, "exploration")
+    points = [dataclasses.replace(p, workspace=tmp_path / p.name) for p in sweep.points]
+    sweep = dataclasses.replace(sweep, points=points)
+    assert second_hand_markdown(sweep) == ""  # nothing evaluated yet
+    first = points[0]
+    folder = first.workspace / "artifacts" / "eval" / first.name
+    folder.mkdir(parents=True)
+    metrics = {"eval/in_domain/all/bet_J_ep2_after_tight_caller": 0.9, "eval/in_domain/all/bet_K_ep2_after_tight_caller": 0.1,
+               "eval/in_domain/all/bet_Q_ep2_after_tight_caller": 0.2, "eval/in_domain/all/bet_J_ep2_unrevealed": 0.5,
+               "eval/in_domain/all/ep2_bayes_agreement": 0.75, "eval/in_domain/all/chips_ep3": 0.2}
+    (folder / "metrics.json").write_text(json.dumps({"metrics": metrics}))
+    lines = second_hand_markdown(sweep).splitlines()
+    assert "#### Does hand 2 use what hand 1 showed?" in lines
+    assert f"| {first.name} | in_domain | not revealed | 0.500 | — | — | 0.750 |" in lines
+    assert f"| {first.name} | in_domain | tight_caller | 0.900 | 0.200 | 0.100 | 0.750 |" in lines

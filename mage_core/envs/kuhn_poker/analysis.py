@@ -137,11 +137,11 @@ def best_response(opponent_mix: OpponentMix, agent_seat: int) -> tuple[Fraction,
     chips per hand and the pure strategy {infoset: PASS or BET} over all 6
     infosets of the agent's seat (unreached ones included; ties go to PASS).
     """
-    value, choices, _ = _best_response_details(opponent_mix, agent_seat)
+    value, choices, _ = best_response_details(opponent_mix, agent_seat)
     return value, choices
 
 
-def _best_response_details(
+def best_response_details(
     opponent_mix: OpponentMix, agent_seat: int
 ) -> tuple[Fraction, dict[str, int], set[str]]:
     """``best_response`` plus the infosets where both actions are worth the
@@ -350,7 +350,7 @@ def best_fixed_strategies(opponent_mix: OpponentMix, agent_seat: int) -> list[di
     response with each indifferent infoset's choice either way. A strategy that
     differs from these only where its own earlier move never leads (J bets, so
     its answer after checking J is never played) plays alike and is not listed."""
-    _, choices, indifferent = _best_response_details(opponent_mix, agent_seat)
+    _, choices, indifferent = best_response_details(opponent_mix, agent_seat)
     free = [key for key in INFOSETS_BY_SEAT[agent_seat] if key in indifferent]
     out = []
     for moves in itertools.product(MOVES, repeat=len(free)):
@@ -400,7 +400,7 @@ def opponent_report(opponent: BehaviourStrategy) -> list[dict[str, object]]:
     choice does not matter (equal values or never reached)."""
     rows: list[dict[str, object]] = []
     for seat in (0, 1):
-        value, choices, indifferent = _best_response_details([(1, opponent)], seat)
+        value, choices, indifferent = best_response_details([(1, opponent)], seat)
         rows.append({
             "opponent": opponent.name,
             "agent_seat": seat,
