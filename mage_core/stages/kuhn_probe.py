@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mage_core.config import ConfigError, load_config
+from mage_core.envs.registry import task
 
 BAYES = {1: "bet", 0: "check", None: "either"}
 
@@ -33,7 +34,7 @@ def probe_rows(cfg: Any, policy_dir: Path) -> list[dict[str, Any]]:
     from mage_core.trainers import strategy_probes
     from mage_core.trainers.meta_rl import MetaRLTrainer
 
-    if cfg.env.name != "kuhn_poker":
+    if not task(cfg.env.name).strategy_probes:
         raise ConfigError("params", [f"env.name: `mage kuhn probe` reads a Kuhn Poker policy, got {cfg.env.name!r}; "
                                      "pass --set env.name=kuhn_poker"])
     if not (policy_dir / "config.json").is_file():
@@ -49,7 +50,7 @@ def probe_rows(cfg: Any, policy_dir: Path) -> list[dict[str, Any]]:
                                  "rollout": cfg.rollout.model_copy(update={"workers": 0})})
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
-    rows = strategy_probes.second_hand_bets(trainer, cfg.population.entries("kuhn_poker"))
+    rows = strategy_probes.second_hand_bets(trainer, cfg.population.entries(cfg.env.name))
     if rows is None:
         raise ConfigError("params", [
             "population.kuhn_poker: the hand-2 bets can be read only against opponents that all play "
