@@ -99,10 +99,9 @@ RAY_LOCK_WAIT_S = 1200
 @pytest.fixture(scope="module")
 def ray_slot() -> Iterator[None]:
     """Hold the machine's one Ray slot for the module: a module that starts a local Ray instance
-    (itself or through the code it tests) requests this first. Two instances started side by
-    side on one machine by two workers have failed to start (CI, 2026-11-27: the second GCS's
-    client was answered ``InvalidAuthToken``, most likely by the other instance), so
-    the Ray modules wait for each other; the rest of the suite runs beside them."""
+    (itself or through the code it tests) requests this first, so that the Ray modules, each
+    starting a dozen processes, wait for each other on this 2-core machine; the rest of the
+    suite runs beside them (docs/testing.md)."""
     import fcntl
     import time
 

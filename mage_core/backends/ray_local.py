@@ -29,6 +29,22 @@ from typing import Any
 LOOPBACK = "127.0.0.1"
 #: Ray's switch (``ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR``): "0" makes the node's IP loopback.
 CLUSTER_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: Ray's token-authentication switch: "token" or "disabled"; unset, a new local instance turns
+#: token authentication on (Ray >= 2.59) and writes "token" here.
+AUTH_MODE_ENV_VAR = "RAY_AUTH_MODE"
+
+
+def _sync_auth_mode() -> None:
+    """Make this process's cached authentication mode the one in its environment, which the
+    instance's processes inherit. Ray reads ``RAY_AUTH_MODE`` into its C++ configuration once
+    and refreshes it only when it turns token authentication on by itself (the variable unset):
+    a process that started an instance with the variable "disabled" and later starts one with
+    it "token" (or the reverse) would otherwise run a GCS that wants a token beside a driver
+    that sends none, and ``ray.init`` fails with "Failed to start GCS ... InvalidAuthToken"."""
+    if AUTH_MODE_ENV_VAR in os.environ:
+        from ray._raylet import Config
+
+        Config.initialize("")  # re-reads the RAY_* variables, RAY_AUTH_MODE among them
 
 
 def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
@@ -43,6 +59,7 @@ def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
         import ray
         from ray._private import ray_constants
 
+        _sync_auth_mode()
         enabled = ray_constants.ENABLE_RAY_CLUSTER
         ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at each call
         try:

@@ -95,3 +95,34 @@ def test_a_local_ray_instance_listens_on_loopback_only(monkeypatch: pytest.Monke
         assert ray.util.get_node_ip_address() == "127.0.0.1"  # what the other nodes would be told
     finally:
         ray.shutdown()
+
+
+def test_instances_one_after_another_in_one_process_whatever_the_auth_mode(monkeypatch: pytest.MonkeyPatch,
+                                                                          ray_slot: None) -> None:
+    """Ray turns token authentication on for a new local instance when ``RAY_AUTH_MODE`` is
+    unset (writing "token" into the environment) and reads the variable into its C++
+    configuration once: an instance started with it "disabled" and then one with it "token"
+    in one process used to fail (CI, 2026-11-27/28: "Failed to start GCS ... InvalidAuthToken ...
+    RAY_AUTH_MODE is currently 'disabled'": the GCS wanted a token, the driver sent none).
+    ``start_local_ray`` makes the driver's mode the environment's first."""
+    import ray
+
+    assert not ray.is_initialized(), "a Ray instance from another test is still running in this process"
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+
+    @ray.remote(num_cpus=1)
+    def one() -> int:
+        return 1
+
+    modes = []
+    for mode in (None, "disabled", "token", "disabled"):
+        if mode is not None:
+            monkeypatch.setenv("RAY_AUTH_MODE", mode)
+        start_local_ray(1, logging_level="WARNING")
+        try:
+            assert ray.get(one.remote(), timeout=60) == 1
+        finally:
+            ray.shutdown()
+        modes.append(os.environ.get("RAY_AUTH_MODE"))
+    assert modes == ["token", "disabled", "token", "disabled"]  # unset: Ray's own default, token
