@@ -6,7 +6,8 @@ For the configured population (``population.kuhn_poker``; the exploration pair i
 probability of betting its first decision of hand 2 with each card, next to the posterior
 over opponents that hand 1 leaves and the best response to that posterior
 (``trainers.strategy_probes.second_hand_bets``; docs/learning.md, "Does it probe?").
-Needs deterministic opponents, constrained actions, summary reflections and K >= 2.
+Needs deterministic opponents, constrained actions, summary reflections, no retrieval memory and
+K >= 2; anything else stops before play with the setting named (``second_hand_unreadable``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rich.table import Table
 from mage_core.config import ConfigError, load_config
 from mage_core.envs.registry import task
 
-BAYES = {1: "bet", 0: "check", None: "either"}
+MOVES = {1: "bet", 0: "check", None: "either"}
 
 
 def probe_rows(cfg: Any, policy_dir: Path) -> list[dict[str, Any]]:
@@ -50,12 +51,14 @@ def probe_rows(cfg: Any, policy_dir: Path) -> list[dict[str, Any]]:
                                  "rollout": cfg.rollout.model_copy(update={"workers": 0})})
     generator = make_generator(cfg, tokenizer, policy_dir, model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
-    rows = strategy_probes.second_hand_bets(trainer, cfg.population.entries(cfg.env.name))
-    if rows is None:
-        raise ConfigError("params", [
-            "population.kuhn_poker: the hand-2 bets can be read only against opponents that all play "
-            "deterministically where the agent acts first (e.g. --set population.kuhn_poker=probe), with "
-            "policy.action_mode constrained, summary reflections and algorithm.episodes_per_meta_episode >= 2"])
+    entries = cfg.population.entries(cfg.env.name)
+    reason = strategy_probes.second_hand_unreadable(trainer, entries)
+    if reason is not None:
+        raise ConfigError("params", [reason])
+    rows = strategy_probes.second_hand_bets(trainer, entries)
+    if not rows:
+        raise ConfigError("params", ["rollout.early_stop: every meta-episode stopped after hand 1, so no hand 2 "
+                                     "was played; probe with --set rollout.early_stop=false"])
     return rows
 
 
@@ -68,23 +71,26 @@ def run(params: str, policy: str, csv_path: str | None = None, overrides: Sequen
     table = Table(title="Hand 2 after hand 1, the agent first to act: the policy's P(BET) at its first hand-2 "
                         "decision (read from its scores) and the best response to the posterior for that hand")
     for col in ("hand 1 (agent's card: betting)", "P(view)", "posterior", "hand-2 card", "policy P(BET)",
-                "best response"):
+                "best response", "Bayes-optimal?"):
         table.add_column(col)
     for row in rows:
         posterior = ", ".join(f"{n} {p:.2f}" for n, p in row["posterior"].items())
         table.add_row(row["view"], f"{row['p_view']:.3f}", posterior, row["card"], f"{row['p_bet']:.3f}",
-                      BAYES[row["bayes_bet"]])
+                      MOVES[row["best_bet"]], "yes" if row["bayes_bet"] is not None else f"no: {row['note']}")
     console.print(table)
     for key, value in second_hand_metrics(rows).items():
         console.print(f"{key.removeprefix('all/')}: {value:.3f}")
     if csv_path is not None:
+        from io import StringIO
+
+        from mage_core.io.atomic import write_text_atomic
+
+        text = StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "posterior": json.dumps(r["posterior"])} for r in rows)
         path = Path(csv_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows({**r, "posterior": json.dumps(r["posterior"])} for r in rows)
-        tmp.replace(path)  # never a half-written table
+        write_text_atomic(path, text.getvalue())  # never a half-written table
         console.print(f"written to {path}")
     return 0

@@ -284,7 +284,7 @@ def second_hand_markdown(sweep: Sweep) -> str:
     """Each point's hand-2 opening bets after a hand 1 that revealed the opponent or did not
     (``strategy_probes.second_hand_metrics``, read from the points' ``metrics.json``); empty
     when no suite measured them (stochastic opponents, K = 1)."""
-    from mage_core.evaluation.aggregate import markdown_table
+    from mage_core.evaluation.aggregate import IN_DOMAIN, markdown_table
 
     cells = []
     for point in sweep.points:
@@ -296,7 +296,7 @@ def second_hand_markdown(sweep: Sweep) -> str:
         for key, value in metrics.items():
             if (m := _SECOND_HAND.match(key)) is not None:
                 bets.setdefault((m["suite"], m["after"]), {})[m["card"]] = value
-        for (suite, after), per_card in sorted(bets.items(), key=lambda kv: (kv[0][0] != "in_domain", kv[0])):
+        for (suite, after), per_card in sorted(bets.items(), key=lambda kv: (kv[0][0] != IN_DOMAIN, kv[0])):
             agreement = metrics.get(f"eval/{suite}/all/ep2_bayes_agreement")
             cells.append([point.name, suite, after.removeprefix("after_") if after != "unrevealed" else "not revealed",
                           *(f"{per_card[c]:.3f}" if c in per_card else "—" for c in "JQK"),
@@ -309,7 +309,7 @@ def second_hand_markdown(sweep: Sweep) -> str:
             "hand 1 can go weighted by how likely it is (the policy's hand-1 moves forced, read from its scores; "
             "`mage kuhn probe` prints every view). Last column: the share of hand-2 openings where the policy's "
             "more likely move is the Bayes-optimal one, where one is named (a revealed opponent, or hand 2 the "
-            "last). Against the exploration pair, after the tight caller is revealed the best move bets J and "
+            "last; fresh deals, no early stop). Against the exploration pair, after the tight caller is revealed the best move bets J and "
             "checks Q and K; after the calling station, checks J and bets K.\n\n"
             + markdown_table(["point", "suite", "hand 1 revealed", "P(bet) with J", "P(bet) with Q",
                               "P(bet) with K", "agrees with Bayes (suite)"], cells))

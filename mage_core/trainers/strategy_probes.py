@@ -64,7 +64,7 @@ def first_hand_bets(trainer: "MetaRLTrainer", cases: Sequence[tuple[str, int, tu
     (deterministic, for the cases to reach their infoset) move. Read from the
     candidate scores at the evaluation temperature: no sampling noise. The first
     hand has no history, so this is the policy before it has met anyone."""
-    from mage_core.envs.kuhn_poker.rules import BET, MOVE_NAMES, PASS
+    from mage_core.envs.kuhn_poker.rules import MOVE_NAMES, PASS
     from mage_core.evaluation.kuhn_exact import fix_deals
 
     specs = [MetaEpisodeSpec(trainer.game, opponent, seat, 0, i) for i, (opponent, seat, _, _) in enumerate(cases)]
@@ -78,6 +78,14 @@ def first_hand_bets(trainer: "MetaRLTrainer", cases: Sequence[tuple[str, int, tu
             meta.apply(request, Response(MOVE_NAMES[PASS], 0.0, choice=texts.index(MOVE_NAMES[PASS])))
             request = meta.request()
         requests.append(request)
+    return _bet_probabilities(trainer, requests)
+
+
+def _bet_probabilities(trainer: "MetaRLTrainer", requests: Sequence[Any]) -> list[float]:
+    """Kuhn Poker: the policy's probability of BET at each request, read from its candidate
+    scores at the evaluation temperature (greedy at 0): what the rollout samples from."""
+    from mage_core.envs.kuhn_poker.rules import BET, MOVE_NAMES
+
     scores = trainer.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
     temperature = trainer.cfg.evaluation.temperature
     out = []
@@ -88,6 +96,7 @@ def first_hand_bets(trainer: "MetaRLTrainer", cases: Sequence[tuple[str, int, tu
         out.append(sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
                        if action == MOVE_NAMES[BET]))  # candidates are the legal actions, canonical
     return out
+
 
 def opening_bets(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry]) -> dict[str, float]:
     """Kuhn Poker with the agent first to act: the policy's probability of
@@ -151,51 +160,87 @@ def first_hand_exploitability(trainer: "MetaRLTrainer") -> dict[str, float]:
     return out
 
 
+def second_hand_unreadable(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry]) -> str | None:
+    """Why ``second_hand_bets`` cannot read this policy against this suite, as one line that
+    names the setting (and what would make it readable), or None where it can."""
+    suite = _second_hand_suite(trainer, entries)
+    return suite if isinstance(suite, str) else None
+
+
+def _second_hand_suite(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry]
+                       ) -> str | tuple[dict[str, float], dict[str, Any]]:
+    """The suite's opponents seated against an agent acting first (name -> prior weight, name
+    -> deterministic behaviour strategy), or the reason they cannot be used."""
+    s = trainer.eval_settings
+    if not task(trainer.game).strategy_probes:
+        return f"env.name: {trainer.game} declares no strategy probes (Kuhn Poker does)"
+    if trainer.cfg.policy.action_mode != "constrained":
+        return ("policy.action_mode: the bets are read from the scores of the legal actions, which free-text "
+                "actions do not have; set constrained")
+    if s.num_episodes < 2:
+        return (f"algorithm.episodes_per_meta_episode: {s.num_episodes} hand(s) per meta-episode has no hand 2; "
+                "set 2 or more")
+    if s.reflect and s.reflections == "generated":
+        return ("policy.reflections: generated reflections put sampled text into hand 2's prompt, so no one "
+                "prompt stands for a view; use summary reflections")
+    if s.retrieval != "none":
+        return (f"method: a {s.retrieval!r} retrieval memory (A-MEM, Memento) is shared by the meta-episodes "
+                "one call builds, so each hand-2 prompt would hold the other views' hands; probe a method "
+                "without retrieval")
+    from mage_core.opponents.kuhn import BehaviourStrategy
+    from mage_core.opponents.registry import make_opponent
+
+    weights = {name: p for (name, seat), p in Population(list(entries)).probabilities().items() if seat == 0 and p > 0}
+    if not weights:
+        return f"population.{trainer.game}: no opponent of the suite plays against an agent acting first"
+    strategies = {}
+    for name in sorted(weights):
+        strategy = make_opponent(trainer.game, name, trainer.opponent_settings())
+        if not (isinstance(strategy, BehaviourStrategy) and strategy.is_deterministic):
+            return (f"population.{trainer.game}: {name!r} plays stochastically where the agent acts first, so "
+                    "its hand-1 answers cannot be enumerated; use a suite of deterministic players "
+                    "(e.g. --set population.kuhn_poker=probe)")
+        strategies[name] = strategy
+    return weights, strategies
+
+
 def second_hand_bets(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry]) -> list[dict[str, Any]] | None:
     """Kuhn Poker, the agent first to act: what the policy opens in hand 2 given what hand 1
     showed it (the probe measurement, docs/learning.md "Does it probe?").
 
     For every deterministic opponent the suite seats against an agent acting first, every
     hand-1 deal and every way the agent can play hand 1 (bet; check then fold; check then
-    call), the policy's hand-1 moves are forced and the opponent answers as it does; hand 2
-    is then dealt each card, and the policy's P(BET) at its first hand-2 decision is read
-    from its candidate scores at the evaluation temperature (no sampling noise).
+    call; a third each), the policy's hand-1 moves are forced and the opponent answers as it
+    does (checked: the environment's hand-1 reward and decisions are the simulated ones);
+    hand 2 is then dealt each card, and the policy's P(BET) at its first hand-2 decision is
+    read from its candidate scores at the evaluation temperature (no sampling noise).
 
     One row per (view, hand-2 card), where the view is what the agent saw of hand 1 (its
     card, the betting, the opponent's card where shown): ``view``, ``card``, ``p_view``
-    (how likely the view is under the suite's prior when the agent plays hand 1 this way),
-    ``posterior`` (opponent -> probability given the view), ``p_bet`` (the policy) and
-    ``bayes_bet``, the Bayes-optimal hand-2 opening where this one hand's best response to
-    the posterior is it: when the view revealed the opponent (nothing is left to learn) or
-    hand 2 is the last hand (K = 2). 1 bet, 0 check; None where both are worth the same or
-    where a later hand could still gain from probing (K > 2, opponent not revealed).
+    (how likely the view is under the suite's prior, a uniform deal and the three hand-1
+    plays a third each), ``posterior`` (opponent -> probability given the view), ``p_bet``
+    (the policy), ``best_bet`` (this one hand's best response to the posterior: 1 bet, 0
+    check, None for a tie), ``bayes_bet`` (``best_bet`` where it is the Bayes-optimal hand-2
+    opening, else None) and ``note``, why it is not: ``tie``; ``later hands`` (K > 2 and the
+    opponent not revealed: probing may still pay in a later hand); ``restart same`` (hand 2
+    replays hand 1's deal, which the posterior's best response does not know); ``early
+    stop`` (K > 2: a won hand ends the meta-episode, which changes what hand 2 is worth).
+    A view whose meta-episode stops after hand 1 (early stop) has no rows.
 
-    None where it cannot be read: another game, free-text actions, generated reflections
-    (hand 2's prompt would depend on sampled text), fewer than 2 hands per meta-episode, or
-    a seat-0 opponent that is stochastic (its hand-1 answers are not forced)."""
-    s = trainer.eval_settings
-    if (not task(trainer.game).strategy_probes or trainer.cfg.policy.action_mode != "constrained"
-            or s.num_episodes < 2 or (s.reflect and s.reflections == "generated")):
+    None where it cannot be read (``second_hand_unreadable`` says why)."""
+    suite = _second_hand_suite(trainer, entries)
+    if isinstance(suite, str):
         return None
+    weights, strategies = suite
+    s = trainer.eval_settings
     from fractions import Fraction
 
     from mage_core.envs.kuhn_poker.analysis import best_response_details
-    from mage_core.envs.kuhn_poker.rules import (BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, history_letters,
-                                                 infoset_key, is_showdown, is_terminal_history)
-    from mage_core.opponents.kuhn import BehaviourStrategy
-    from mage_core.opponents.registry import make_opponent
+    from mage_core.envs.kuhn_poker.rules import (BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, chips_for_player0,
+                                                 history_letters, infoset_key, is_showdown, is_terminal_history)
+    from mage_core.evaluation.kuhn_exact import fix_deals
 
-    weights = {name: p for (name, seat), p in Population(list(entries)).probabilities().items() if seat == 0 and p > 0}
-    if not weights:
-        return None
-    strategies = {}
-    for name in weights:
-        strategy = make_opponent(trainer.game, name, trainer.cfg.opponents.settings())
-        if not (isinstance(strategy, BehaviourStrategy) and strategy.is_deterministic):
-            return None
-        strategies[name] = strategy
-
-    def hand_one(strategy: BehaviourStrategy, deal: tuple[int, int], script: tuple[int, ...]) -> tuple[int, ...]:
+    def hand_one(strategy: Any, deal: tuple[int, int], script: tuple[int, ...]) -> tuple[int, ...]:
         history: tuple[int, ...] = ()
         moves = iter(script)
         while not is_terminal_history(history):
@@ -206,72 +251,79 @@ def second_hand_bets(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry
         return history
 
     scripts = ((BET,), (PASS, PASS), (PASS, BET))  # bet; check, then fold a bet; check, then call a bet
-    cases: list[tuple[str, tuple[int, int], tuple[int, ...], str]] = []  # opponent, deal, history, view
+    plays: dict[tuple[str, tuple[int, int], tuple[int, ...]], int] = {}  # (opponent, deal, history) -> scripts
     for name, strategy in sorted(strategies.items()):
         for deal in DEALS:
-            seen = set()
             for script in scripts:
-                history = hand_one(strategy, deal, script)
-                if history in seen:
-                    continue
-                seen.add(history)
-                shown = f", opponent showed {CARD_LETTERS[deal[1]]}" if is_showdown(history) else ""
-                cases.append((name, deal, history, f"{CARD_LETTERS[deal[0]]}: {history_letters(history)}{shown}"))
-    cards = range(3)
-    specs, sequences, plays = [], [], []
-    for name, deal, history, view in cases:
-        for card in cards if s.restart == "fresh" else (deal[0],):
-            specs.append(MetaEpisodeSpec(trainer.game, name, 0, 0, len(specs)))
-            sequences.append([deal, (card, next(c for c in range(3) if c != card))] if s.restart == "fresh" else [deal])
-            plays.append((view, card, history))
-    from mage_core.evaluation.kuhn_exact import fix_deals
+                key = (name, deal, hand_one(strategy, deal, script))
+                plays[key] = plays.get(key, 0) + 1
 
+    def view_of(deal: tuple[int, int], history: tuple[int, ...]) -> str:
+        shown = f", opponent showed {CARD_LETTERS[deal[1]]}" if is_showdown(history) else ""
+        return f"{CARD_LETTERS[deal[0]]}: {history_letters(history)}{shown}"
+
+    fresh = s.restart == "fresh"
+    specs, sequences, forced = [], [], []
+    for name, deal, history in plays:
+        for card in range(3) if fresh else (deal[0],):
+            specs.append(MetaEpisodeSpec(trainer.game, name, 0, 0, len(specs)))
+            sequences.append([deal, (card, next(c for c in range(3) if c != card))] if fresh else [deal])
+            forced.append((name, deal, history, card))
     metas = trainer.build(specs, s)
     fix_deals(metas, sequences)
+    scale = task(trainer.game).reward_scale(getattr(trainer.cfg.env, trainer.game))
     requests, kept = [], []
-    for meta, (view, card, history) in zip(metas, plays):
-        agent_moves = iter(history[0::2])
-        while not meta.done and not meta.episodes:
+    for meta, (name, deal, history, card) in zip(metas, forced):
+        agent_moves = history[0::2]
+        for move in agent_moves:
             request = meta.request()
-            move = MOVE_NAMES[next(agent_moves)]
-            meta.apply(request, Response(move, 0.0, choice=(request.candidate_texts or []).index(move)))
+            text = MOVE_NAMES[move]
+            meta.apply(request, Response(text, 0.0, choice=(request.candidate_texts or []).index(text)))
+            if meta.episodes:
+                break
+        played = [d for d in meta.decisions if d.episode == 0 and d.phase == "play"]
+        if (len(meta.episodes) != 1 or len(played) != len(agent_moves)
+                or abs(meta.episodes[0].reward - chips_for_player0(deal, history) * scale) > 1e-9):
+            raise RuntimeError(f"second_hand_bets: against {name!r}, deal {deal}, the environment's hand 1 "
+                               f"({len(played)} agent decision(s), reward {meta.episodes[0].reward if meta.episodes else None}) "
+                               f"is not the simulated {history_letters(history)!r}: the opponent did not play "
+                               "its strategy")
         if meta.done:  # the meta-episode stopped after hand 1 (rollout.early_stop on a won hand)
             continue
         request = meta.request()
         if request.phase != "play":
-            return None
+            raise RuntimeError(f"second_hand_bets: hand 2 began with a {request.phase!r} turn, not a play")
         requests.append(request)
-        kept.append((view, card))
+        kept.append((view_of(deal, history), card))
     if not requests:
         return None
-    scores = trainer.generator.score([r.prompt_ids for r in requests], [r.candidate_ids for r in requests])
-    temperature = trainer.cfg.evaluation.temperature
     p_bet: dict[tuple[str, int], list[float]] = {}
-    for request, per_candidate, key in zip(requests, scores, kept):
-        totals = torch.tensor([sum(token_logprobs) for token_logprobs in per_candidate], dtype=torch.float64)
-        probs = (torch.nn.functional.one_hot(totals.argmax(), len(totals)).double() if temperature == 0
-                 else torch.softmax(totals / temperature, dim=0))
-        p_bet.setdefault(key, []).append(sum(float(q) for q, action in zip(probs, request.candidate_texts or [])
-                                             if action == MOVE_NAMES[BET]))
+    for key, bet in zip(kept, _bet_probabilities(trainer, requests)):
+        p_bet.setdefault(key, []).append(bet)
     total_weight = sum(weights.values())
-    likelihood: dict[str, dict[str, Fraction]] = {}  # view -> opponent -> P(view, opponent | the agent's play)
-    for name, _, _, view in cases:
-        per = likelihood.setdefault(view, {})
-        per[name] = per.get(name, Fraction(0)) + Fraction(weights[name] / total_weight).limit_denominator(10 ** 9) / 6
+    likelihood: dict[str, dict[str, Fraction]] = {}  # view -> opponent -> P(view, opponent)
+    for (name, deal, history), count in plays.items():
+        per = likelihood.setdefault(view_of(deal, history), {})
+        prior = Fraction(weights[name] / total_weight).limit_denominator(10 ** 9)
+        per[name] = per.get(name, Fraction(0)) + prior * Fraction(count, 3 * len(DEALS))
     rows = []
     for view, per in likelihood.items():
         p_view = sum(per.values())
         posterior = {name: p / p_view for name, p in per.items()}
         _, choices, indifferent = best_response_details([(p, strategies[n]) for n, p in posterior.items()], 0)
-        exact = max(posterior.values()) == 1 or s.num_episodes == 2  # else probing may still pay later
-        for card in cards:
+        revealed = max(posterior.values()) == 1
+        for card in range(3):
             if (view, card) not in p_bet:
                 continue
-            key = CARD_LETTERS[card]
-            rows.append({"view": view, "card": key, "p_view": float(p_view),
+            letter = CARD_LETTERS[card]
+            best = None if letter in indifferent else int(choices[letter])
+            note = ("tie" if best is None else "restart same" if not fresh
+                    else "early stop" if s.early_stop and s.num_episodes > 2
+                    else "later hands" if not revealed and s.num_episodes > 2 else "")
+            rows.append({"view": view, "card": letter, "p_view": float(p_view),
                          "posterior": {n: float(p) for n, p in sorted(posterior.items())},
                          "p_bet": sum(p_bet[(view, card)]) / len(p_bet[(view, card)]),
-                         "bayes_bet": None if key in indifferent or not exact else int(choices[key])})
+                         "best_bet": best, "bayes_bet": None if note else best, "note": note})
     return rows
 
 

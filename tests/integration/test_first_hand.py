@@ -5,6 +5,7 @@ samples with, and the exact exploitability of the resulting strategy."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -91,11 +92,12 @@ def test_second_hand_bets_views_posteriors_and_best_responses(trainer: MetaRLTra
     assert all(len(v) == 3 for v in by_view.values())  # hand 2 dealt each card (fresh deals)
     # The three views of a J bet, with their exact probability and posterior.
     assert by_view["J: bp"][0]["posterior"] == {"tight_caller": 1.0}
-    assert by_view["J: bp"][0]["p_view"] == pytest.approx(1 / 12)
+    # P(view): opponent 1/2 x deal 1/6 x the hand-1 play (bet, check-fold, check-call) 1/3.
+    assert by_view["J: bp"][0]["p_view"] == pytest.approx(1 / 36)
     assert by_view["J: bb, opponent showed Q"][0]["posterior"] == {"calling_station": 1.0}
     assert by_view["J: bb, opponent showed K"][0]["posterior"] == pytest.approx(
         {"calling_station": 0.5, "tight_caller": 0.5})
-    assert by_view["J: bb, opponent showed K"][0]["p_view"] == pytest.approx(2 / 12)
+    assert by_view["J: bb, opponent showed K"][0]["p_view"] == pytest.approx(2 / 36)
     # Checking hand 1 never tells them apart (they open alike after a check). Views, counted by
     # hand: a bet gives 3 per card (J: bp, bb showing Q, bb showing K; Q: bp, bb showing J or K;
     # K: bp, bb showing J or Q) and so does a check (J: pbp, pbb showing Q or K; Q: pp showing J,
@@ -104,12 +106,16 @@ def test_second_hand_bets_views_posteriors_and_best_responses(trainer: MetaRLTra
                for r in rows if r["view"][3] == "p")
     assert len(by_view) == 18
     assert by_view["K: bp"][0]["posterior"] == {"tight_caller": 1.0}  # it folds J and Q alike
-    assert by_view["K: bp"][0]["p_view"] == pytest.approx(2 / 12)
+    assert by_view["K: bp"][0]["p_view"] == pytest.approx(2 / 36)
+    # Q checked and checked behind by both (their J does not bluff): both check plays reach it.
+    assert by_view["Q: pp, opponent showed J"][0]["p_view"] == pytest.approx(2 * 2 / 36)
+    assert sum(per_card[0]["p_view"] for per_card in by_view.values()) == pytest.approx(1.0)
     for view, per_card in by_view.items():
         revealed = [n for n, p in per_card[0]["posterior"].items() if p == 1.0]
         expected = BAYES_AFTER[revealed[0] if revealed else None]
         for row in per_card:
             assert row["bayes_bet"] == expected[row["card"]], (view, row["card"])
+            assert row["note"] == ("tie" if row["best_bet"] is None else "" if revealed else "later hands")
             assert 0 < row["p_bet"] < 1  # an untrained policy at temperature 1
 
 
@@ -170,6 +176,46 @@ def test_second_hand_is_the_last_hand_at_k2(tmp_path: Path) -> None:
 BAYES_AFTER_K2 = {"J": 0, "Q": 0, "K": None}
 
 
+def test_second_hand_names_what_it_cannot_read(trainer: MetaRLTrainer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    assert strategy_probes.second_hand_unreadable(trainer, probe) is None
+    settings = trainer.eval_settings
+    cases = [
+        ({"retrieval": "notes"}, probe, r"^method: a 'notes' retrieval memory \(A-MEM, Memento\) is shared"),
+        ({"reflections": "generated"}, probe, r"^policy.reflections: generated reflections"),
+        ({"num_episodes": 1}, probe, r"^algorithm.episodes_per_meta_episode: 1 hand\(s\)"),
+        ({}, parse_config({"population": {"kuhn_poker": "held_out"}}).population.entries("kuhn_poker"),
+         r"^population.kuhn_poker: 'cfr' plays stochastically where the agent acts first"),
+    ]
+    for change, entries, reason in cases:
+        monkeypatch.setattr(trainer, "eval_settings", replace(settings, **change))
+        assert re.match(reason, strategy_probes.second_hand_unreadable(trainer, entries) or ""), change
+        assert strategy_probes.second_hand_bets(trainer, entries) is None
+    monkeypatch.setattr(trainer, "eval_settings", settings)
+
+
+def test_second_hand_replayed_deal_and_early_stop_name_no_bayes_move(trainer: MetaRLTrainer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replayed deals: hand 2 is hand 1's deal again (one card a view), and the posterior's
+    best response, which assumes a fresh deal, is not named Bayes-optimal. Early stop: a view
+    whose hand 1 the agent won has no hand 2; the rest name no Bayes move at K = 3."""
+    from dataclasses import replace
+
+    probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    monkeypatch.setattr(trainer, "eval_settings", replace(trainer.eval_settings, restart="same"))
+    rows = strategy_probes.second_hand_bets(trainer, probe)
+    assert len(rows) == 18 and all(r["card"] == r["view"][0] for r in rows)
+    assert all(r["bayes_bet"] is None and r["note"] in {"restart same", "tie"} for r in rows)
+    monkeypatch.setattr(trainer, "eval_settings", replace(trainer.eval_settings, restart="fresh", early_stop=True))
+    rows = strategy_probes.second_hand_bets(trainer, probe)
+    views = {r["view"] for r in rows}
+    assert "J: bp" not in views and "K: bp" not in views  # won: the meta-episode ends
+    assert "J: bb, opponent showed Q" in views  # lost: hand 2 is played
+    assert rows and all(r["bayes_bet"] is None and r["note"] in {"early stop", "tie"} for r in rows)
+
+
 def test_mage_kuhn_probe_writes_the_views_and_names_what_it_cannot_read(tmp_path: Path) -> None:
     import csv
 
@@ -185,7 +231,7 @@ def test_mage_kuhn_probe_writes_the_views_and_names_what_it_cannot_read(tmp_path
                                                               "population.kuhn_poker=probe"]) == 0
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 18 * 3 and {r["card"] for r in rows} == {"J", "Q", "K"}
-    with pytest.raises(ConfigError, match="population.kuhn_poker: the hand-2 bets can be read only"):
+    with pytest.raises(ConfigError, match="population.kuhn_poker: '.+' plays stochastically"):
         kuhn_probe.run(str(params), str(policy), None, ["env.name=kuhn_poker", "population.kuhn_poker=diverse"])
     with pytest.raises(ConfigError, match="--policy: .* holds no model"):
         kuhn_probe.run(str(params), str(tmp_path), None, ["env.name=kuhn_poker", "population.kuhn_poker=probe"])
