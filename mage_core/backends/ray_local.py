@@ -41,7 +41,9 @@ def _sync_auth_mode() -> None:
     a process that started an instance with the variable "disabled" and later starts one with
     it "token" (or the reverse) would otherwise run a GCS that wants a token beside a driver
     that sends none, and ``ray.init`` fails with "Failed to start GCS ... InvalidAuthToken"."""
-    if AUTH_MODE_ENV_VAR in os.environ:
+    import ray
+
+    if AUTH_MODE_ENV_VAR in os.environ and not ray.is_initialized():  # never under a live driver
         from ray._raylet import Config
 
         Config.initialize("")  # re-reads the RAY_* variables, RAY_AUTH_MODE among them

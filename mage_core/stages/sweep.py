@@ -305,11 +305,11 @@ def second_hand_markdown(sweep: Sweep) -> str:
         return ""
     return ("\n#### Does hand 2 use what hand 1 showed?\n\n"
             "The policy's probability of betting its first decision of hand 2, acting first, per card, after a "
-            "hand 1 that revealed the opponent (the posterior puts all its weight on it) or did not, every way "
-            "hand 1 can go weighted by how likely it is (the policy's hand-1 moves forced, read from its scores; "
-            "`mage kuhn probe` prints every view). Last column: the share of hand-2 openings where the policy's "
+            "hand 1 that revealed the opponent (the posterior puts all its weight on it) or did not, read from its "
+            "scores: every way hand 1 can go (the policy's hand-1 moves forced: bet, check-fold, check-call, a third "
+            "each; every deal), weighted by how likely it is; `mage kuhn probe` prints every view). Last column: the share of hand-2 openings where the policy's "
             "more likely move is the Bayes-optimal one, where one is named (a revealed opponent, or hand 2 the "
-            "last; fresh deals, no early stop). Against the exploration pair, after the tight caller is revealed the best move bets J and "
+            "last; fresh deals, and no early stop when hand 2 is not the last). Against the exploration pair, after the tight caller is revealed the best move bets J and "
             "checks Q and K; after the calling station, checks J and bets K.\n\n"
             + markdown_table(["point", "suite", "hand 1 revealed", "P(bet) with J", "P(bet) with Q",
                               "P(bet) with K", "agrees with Bayes (suite)"], cells))

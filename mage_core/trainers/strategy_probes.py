@@ -187,16 +187,19 @@ def _second_hand_suite(trainer: "MetaRLTrainer", entries: Sequence[PopulationEnt
         return (f"method: a {s.retrieval!r} retrieval memory (A-MEM, Memento) is shared by the meta-episodes "
                 "one call builds, so each hand-2 prompt would hold the other views' hands; probe a method "
                 "without retrieval")
+    from mage_core.envs.kuhn_poker.rules import BET, PASS, infoset_key
     from mage_core.opponents.kuhn import BehaviourStrategy
     from mage_core.opponents.registry import make_opponent
 
     weights = {name: p for (name, seat), p in Population(list(entries)).probabilities().items() if seat == 0 and p > 0}
     if not weights:
         return f"population.{trainer.game}: no opponent of the suite plays against an agent acting first"
+    second_to_act = [infoset_key(card, (move,)) for card in range(3) for move in (PASS, BET)]
     strategies = {}
     for name in sorted(weights):
         strategy = make_opponent(trainer.game, name, trainer.opponent_settings())
-        if not (isinstance(strategy, BehaviourStrategy) and strategy.is_deterministic):
+        if not (isinstance(strategy, BehaviourStrategy)
+                and all(strategy.p_bet[key] in (0, 1) for key in second_to_act)):
             return (f"population.{trainer.game}: {name!r} plays stochastically where the agent acts first, so "
                     "its hand-1 answers cannot be enumerated; use a suite of deterministic players "
                     "(e.g. --set population.kuhn_poker=probe)")
@@ -284,10 +287,11 @@ def second_hand_bets(trainer: "MetaRLTrainer", entries: Sequence[PopulationEntry
         played = [d for d in meta.decisions if d.episode == 0 and d.phase == "play"]
         if (len(meta.episodes) != 1 or len(played) != len(agent_moves)
                 or abs(meta.episodes[0].reward - chips_for_player0(deal, history) * scale) > 1e-9):
+            reward = meta.episodes[0].reward if meta.episodes else None
             raise RuntimeError(f"second_hand_bets: against {name!r}, deal {deal}, the environment's hand 1 "
-                               f"({len(played)} agent decision(s), reward {meta.episodes[0].reward if meta.episodes else None}) "
-                               f"is not the simulated {history_letters(history)!r}: the opponent did not play "
-                               "its strategy")
+                               f"({len(played)} agent decision(s), reward {reward}) is not the simulated "
+                               f"{history_letters(history)!r}: the environment's opponent did not play the "
+                               "strategy the registry builds from the opponent settings")
         if meta.done:  # the meta-episode stopped after hand 1 (rollout.early_stop on a won hand)
             continue
         request = meta.request()

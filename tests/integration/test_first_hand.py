@@ -196,6 +196,22 @@ def test_second_hand_names_what_it_cannot_read(trainer: MetaRLTrainer, monkeypat
     monkeypatch.setattr(trainer, "eval_settings", settings)
 
 
+def test_second_hand_stops_where_the_environment_plays_another_hand_1(trainer: MetaRLTrainer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulated hand 1 is checked against the environment's: simulate the tight caller
+    as the calling station (it calls where the other folds) and the reading stops, naming it."""
+    probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    suite = strategy_probes._second_hand_suite
+
+    def swapped(*args: object) -> object:
+        weights, strategies = suite(*args)
+        return weights, {**strategies, "tight_caller": strategies["calling_station"]}
+
+    monkeypatch.setattr(strategy_probes, "_second_hand_suite", swapped)
+    with pytest.raises(RuntimeError, match=r"against 'tight_caller', deal \(\d, \d\), the environment's hand 1"):
+        strategy_probes.second_hand_bets(trainer, probe)
+
+
 def test_second_hand_replayed_deal_and_early_stop_name_no_bayes_move(trainer: MetaRLTrainer,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Replayed deals: hand 2 is hand 1's deal again (one card a view), and the posterior's
