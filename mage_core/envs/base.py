@@ -173,6 +173,19 @@ class FiniteSplit(Protocol):
         ...
 
 
+@runtime_checkable
+class KeyedTask(Protocol):
+    """An env that can name the task it plays by its content, so that two sets can be
+    checked (and, for seeded tasks, drawn) disjoint in content rather than only in seed
+    (``mage_core.envs.task_sets``)."""
+
+    def task_key(self) -> str:
+        """The content of the current task (after ``reset``): equal exactly when two tasks
+        are the same for the agent (the same level, board, goal or game), never anything
+        the episode's play changes."""
+        ...
+
+
 def split_index_error(index: int, size: int, what: str) -> ValueError:
     """The error of ``FiniteSplit.reset_to`` past the end: which keys to lower."""
     return ValueError(f"an evaluation set asks for {what} {index + 1} of a split of {size}: each is played once, so "

@@ -100,6 +100,11 @@ class Task:
       ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
       ``expert_settings``: what the expert needs of the environment's settings (ALFWorld: the
       engine's planner), applied to the demonstrations' environments only.
+    - ``seeded_tasks``: single-agent tasks whose seed makes the task (Sokoban's levels,
+      MineSweeper's boards), so that two seeds can make the same one: the env names its task
+      by content (``envs.base.KeyedTask``), and report, selection and training sets draw
+      their tasks from disjoint content pools (``envs.task_sets``). False: the tasks are a
+      fixed list split by index (WebShop's goals, ALFWorld's games) or a two-player game.
     """
 
     name: str
@@ -127,6 +132,7 @@ class Task:
     data: TaskData | None = None
     expert: str | None = None
     expert_settings: Mapping[str, Any] = field(default_factory=dict)
+    seeded_tasks: bool = False
 
     @property
     def two_player(self) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mage_core.envs.registry import is_single_agent
+from mage_core.envs.task_sets import Pool, pool_seeds, pooled, seed_stream
 from mage_core.evaluation.stats import Z95, mean_interval, wilson_interval
 from mage_core.evaluation.trials import NONE, SEAT_NAMES, trial_rows
 from mage_core.opponents.population import Population, PopulationEntry
@@ -23,7 +24,8 @@ from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec
 
 
 def evaluation_specs(
-    game: str, entries: Sequence[PopulationEntry], per_opponent_seat: int, seed: int
+    game: str, entries: Sequence[PopulationEntry], per_opponent_seat: int, seed: int,
+    env_settings: Any = None, pool: Pool = "report",
 ) -> list[MetaEpisodeSpec]:
     """A fixed evaluation set: every (opponent, seat) of the population with
     positive probability, ``per_opponent_seat`` meta-episodes each, task seeds
@@ -31,7 +33,16 @@ def evaluation_specs(
     Task seeds are 62-bit (as training's), so two sets of different ``seed``
     share none in practice (the selection and report sets: a test checks it). A
     single-agent set numbers its tasks: an env of a finite split (WebShop's goals,
-    ALFWorld's games: ``FiniteSplit``) plays task i of its split, each once."""
+    ALFWorld's games: ``FiniteSplit``) plays task i of its split, each once. A seeded
+    task's set (Sokoban's levels, MineSweeper's boards: ``Task.seeded_tasks``) holds
+    ``per_opponent_seat`` distinct tasks of content pool ``pool`` (``report`` or
+    ``select``; ``envs.task_sets``), made with ``env_settings``."""
+    if pooled(game):
+        if env_settings is None:
+            raise ValueError(f"an evaluation set of {game} needs its env settings: its tasks are drawn by content")
+        seeds = pool_seeds(game, env_settings, seed_stream(seed, 0), per_opponent_seat, pool,
+                           what=f"{pool} set (evaluation seed {seed})")
+        return [MetaEpisodeSpec(game, None, 0, s, i) for i, s in enumerate(seeds)]
     if is_single_agent(game):
         seeds = _task_seeds(seed, 0, per_opponent_seat)
         return [MetaEpisodeSpec(game, None, 0, int(s), i, task_index=i) for i, s in enumerate(seeds)]

@@ -50,14 +50,17 @@ def check(cfg: Config) -> None:
 
 def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str, Any]]]:
     """``warm_start.meta_episodes`` meta-episodes of the training distribution played by
-    the expert (task seeds and the expert's draws from ``warm_start.seed``), and their
+    the expert (task seeds and the expert's draws from ``warm_start.seed``; a seeded task's
+    from its training pool), and their
     decisions as text (``play_expert``'s records)."""
     from mage_core.rollout.imitation import play_expert
     from mage_core.rollout.meta_episode import MetaEpisodeSpec
 
     ws = cfg.warm_start
     rng = np.random.default_rng(ws.seed)
-    specs = [MetaEpisodeSpec(cfg.env.name, None, 0, int(rng.integers(2**62)), i) for i in range(ws.meta_episodes)]
+    # A seeded task's demonstrations come from its training pool, apart in content from every
+    # report and selection set (envs.task_sets): trainer.draw_task_seed.
+    specs = [MetaEpisodeSpec(cfg.env.name, None, 0, trainer.draw_task_seed(rng), i) for i in range(ws.meta_episodes)]
     declared = task(cfg.env.name)
     env_settings = dataclasses.replace(getattr(cfg.env, cfg.env.name).settings(),
                                        **declared.expert_settings)  # e.g. ALFWorld's planner

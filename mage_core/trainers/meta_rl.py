@@ -35,6 +35,7 @@ from mage_core.generation import Generator, SamplingParams
 from mage_core.config import Config
 from mage_core.evaluation.meta_eval import evaluation_specs, summarize
 from mage_core.envs.registry import is_single_agent, task
+from mage_core.envs.task_sets import Pool, draw_seed, pooled
 from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import OpponentSettings
@@ -231,10 +232,10 @@ class MetaRLTrainer:
             draws = self.population.sample(rng, count) if self.population is not None else [None] * count
             for i, d in enumerate(draws):
                 opponent, seat = (d.opponent, d.agent_seat) if d is not None else (None, 0)
-                specs.append(MetaEpisodeSpec(self.game, opponent, seat, int(rng.integers(2**62)), i))
+                specs.append(MetaEpisodeSpec(self.game, opponent, seat, self.draw_task_seed(rng), i))
             return specs
         for g in range(t.groups_per_iteration):
-            task_seed = int(rng.integers(2**62))
+            task_seed = self.draw_task_seed(rng)
             if self.population is None:
                 draws = [(None, 0)] * algo.group_size
             elif algo.grouping == "stationary":
@@ -244,6 +245,14 @@ class MetaRLTrainer:
                 draws = [(d.opponent, d.agent_seat) for d in self.population.sample(rng, algo.group_size)]
             specs += [MetaEpisodeSpec(self.game, o, s, task_seed, g) for o, s in draws]
         return specs
+
+    def draw_task_seed(self, rng: np.random.Generator) -> int:
+        """A training task's seed: any seed, or for a seeded task (Sokoban's levels,
+        MineSweeper's boards) one whose task lies in the training pool, never a task of the
+        report or selection sets (``envs.task_sets``)."""
+        if pooled(self.game):
+            return draw_seed(self.game, self._env_settings, rng, "train")
+        return int(rng.integers(2**62))
 
     def build(self, specs: Sequence[MetaEpisodeSpec], settings: MetaSettings,
               env_settings: Any = None) -> list[MetaEpisode]:
@@ -425,7 +434,7 @@ class MetaRLTrainer:
         (``strategy_probes.first_hand_exploitability``)."""
         suite = selection_suite(self.cfg)
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
-                               self.cfg.evaluation.selection_seed if seed is None else seed)
+                               self.cfg.evaluation.selection_seed if seed is None else seed, pool="select")
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
         return ({**{f"eval/{k}": v for k, v in summary.items()}, **strategy_probes.exact_greedy_values(self),
@@ -454,14 +463,16 @@ class MetaRLTrainer:
         if problems:
             raise ConfigError("params", problems)
 
-    def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None) -> list[MetaEpisode]:
+    def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None,
+                  pool: Pool = "report") -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
         seat); Sokoban: that many levels) with the evaluation sampling settings.
-        ``base_seed``: the set's seed (default ``evaluation.seed``, the report suites)."""
+        ``base_seed``: the set's seed (default ``evaluation.seed``, the report suites);
+        ``pool``: the content pool of a seeded task's set (``envs.task_sets``)."""
         e = self.cfg.evaluation
         seed = suite_seed(e.seed if base_seed is None else base_seed, suite.name)
-        specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed)
         env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
+        specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed, env_settings, pool)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
                                   max_new_tokens=self.cfg.policy.max_new_tokens,
                                   stop_token_ids=self.codec.stop_token_ids)

@@ -89,8 +89,10 @@ def test_population_weights_reweight_the_all_group() -> None:
     assert weighted["all/num_meta_episodes"] == 3
 
 
-@pytest.mark.parametrize("game", ["kuhn_poker", "tic_tac_toe", "sokoban"])
+@pytest.mark.parametrize("game", ["kuhn_poker", "tic_tac_toe"])
 def test_selection_and_report_sets_share_no_task_seed(game: str) -> None:
+    # (The seeded single-agent tasks' sets are apart in content, a stronger check:
+    # tests/unit/test_task_sets.py.)
     # Selection vs report (issue 12): the set that picks best/ (evaluation.selection_seed)
     # and every report suite of `mage evaluate` (evaluation.seed) are disjoint, built by
     # the real spec builders at the default seeds and sizes far above the CPU default's.

@@ -19,6 +19,7 @@ engine's sorted list), which are the constrained candidates.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -154,6 +155,14 @@ class AlfWorldEnv:
         self._live_engine().load(gamefile)
         self.game = gamefile
         self.restart()
+
+    def task_key(self) -> str:
+        """The game's PDDL problem: its objects, their hidden initial places and the goal
+        (``envs.base.KeyedTask``); two files that hold the same problem are one task."""
+        if self.game is None:
+            raise RuntimeError("AlfWorldEnv.task_key() before reset()")
+        with open(self.game, encoding="utf-8") as f:
+            return "alfworld " + json.load(f)["pddl_problem"]
 
     def restart(self) -> None:
         if self.game is None:

@@ -36,10 +36,12 @@ expert are alfworld's / textworld's own classes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
 import random
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from os.path import join as pjoin
@@ -442,16 +444,23 @@ def split_floor_plans(split: str) -> list:
     return sorted(C.TRAIN_SCENE_NUMBERS)
 
 
+def _problem(game_dir: str) -> str:
+    with open(pjoin(game_dir, "game.tw-pddl"), encoding="utf-8") as f:
+        return json.load(f)["pddl_problem"]
+
+
 def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=None, task_types=None) -> dict:
     """Write ``games_per_task[split]`` solvable games of each of the six task types into
     ``out_root/<split folder>/`` (``task_types``: a subset of the six, default all); each
     game on a floor plan drawn (seeded) from the split's
-    floor plans where its task type is valid. Returns ``{split: [(task type, game dir,
+    floor plans where its task type is valid, and no game the same problem (objects, their
+    places and the goal: ``AlfWorldEnv.task_key``) as another of any split. Returns ``{split: [(task type, game dir,
     expert steps)]}``. ``progress(n)`` is called after each game. Raises RuntimeError when
     a task type finds no solvable game in 20 floor plans."""
     patch_handcoded_expert_move_command()
     env = make_expert_env()
     made: dict = {}
+    problems: set[str] = set()  # every game's PDDL problem: no task twice, in a split or across them
     for index, (split, count) in enumerate(sorted(games_per_task.items())):
         if split not in SPLIT_FOLDERS:
             raise ValueError(f"unknown ALFWorld split {split!r}; choose {', '.join(SPLIT_FOLDERS)}")
@@ -467,7 +476,13 @@ def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=No
                     game_seed = seed * 100_000 + index * 10_000 + game * 100 + tries
                     game_dir, info = generate_game(scene_num, task_type, game_seed,
                                                    pjoin(out_root, SPLIT_FOLDERS[split]), env=env)
+                    if game_dir is not None and _problem(game_dir) in problems:
+                        shutil.rmtree(game_dir)  # a task another game (of any split) is: drawn again
+                        with contextlib.suppress(OSError):  # its task folder, if it held only that game
+                            os.rmdir(os.path.dirname(game_dir))
+                        continue
                     if game_dir is not None:
+                        problems.add(_problem(game_dir))
                         made[split].append((task_type, game_dir, info["expert_steps"]))
                         break
                 else:

@@ -113,6 +113,12 @@ class MineSweeperEnv:
     def turn(self) -> int:
         return self._turn
 
+    def task_key(self) -> str:
+        """The board as drawn: its mines and the cells the first (safe) reveal opened
+        (``envs.base.KeyedTask``)."""
+        b = self._require_board(self._initial)
+        return f"minesweeper {b.rows}x{b.cols} mines {sorted(b.mines)} opened {sorted(b.opened)}"
+
     @property
     def board(self) -> Board:
         """The current board (mines included: for tests and oracles, never shown)."""

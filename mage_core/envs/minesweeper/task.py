@@ -47,4 +47,5 @@ TASK = Task(
     ood_defaults={"five_mines": {"num_mines": 5}},
     reference_keys=("env.minesweeper.board_size", "env.minesweeper.num_mines", "env.minesweeper.max_turns"),
     expert="mage_core.envs.minesweeper.expert:act",
+    seeded_tasks=True,
 )

@@ -190,6 +190,11 @@ class SokobanEnv:
         """The level as it was at the start of the episode."""
         return self._require_level()
 
+    def task_key(self) -> str:
+        """The level itself: walls, targets, boxes and player (``envs.base.KeyedTask``)."""
+        lv = self._require_level()
+        return f"sokoban {lv.height}x{lv.width} walls {lv.walls:x} targets {lv.targets:x} boxes {lv.boxes:x} player {lv.player}"
+
     @property
     def level(self) -> SokobanLevel:
         """The current position as an immutable level."""

@@ -45,4 +45,5 @@ TASK = Task(
                     "env.sokoban.min_solution_moves", "env.sokoban.max_solution_moves"),
     method_values={"gamma_traj": 0.9},  # as MAGE's Sokoban training script (docs/method.md section 4)
     expert="mage_core.envs.sokoban.expert:act",
+    seeded_tasks=True,
 )

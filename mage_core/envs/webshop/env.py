@@ -170,6 +170,16 @@ class WebShopEnv:
         self.goal = goal
         self.restart()
 
+    def task_key(self) -> str:
+        """The goal as asked and as scored: its instruction, attributes, options, price limit and
+        the product type the reward matches (not the ASIN it was written for: two look-alike
+        products' goals that ask the same are one task; ``envs.base.KeyedTask``)."""
+        if self.goal is None:
+            raise RuntimeError("WebShopEnv.task_key() before reset()")
+        g = self.goal
+        return repr(("webshop", g.instruction, g.attributes, g.options, g.price_upper, g.name, g.query,
+                     g.product_category, g.category))
+
     def restart(self) -> None:
         if self.goal is None:
             raise RuntimeError("WebShopEnv.restart() before reset()")
