@@ -82,6 +82,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "reflexion": {**_MAGE, "agent": "reflexion"},
     "a_mem": {**_MAGE, "agent": "a_mem"},
     "memento": {**_MAGE, "agent": "memento"},
+    # The starting model (the task's warm start, where warm_start.tasks lists it; else the
+    # fresh model), never updated, played under MAGE's and LaMer's protocol: K attempts, each
+    # remembering the earlier ones as policy.memory says. What a MAGE or LaMer run is compared
+    # with, paired (ReAct is the same model under GiGPO's and GRPO's protocol: K attempts
+    # without memory); docs/baselines.md.
+    "warm_start": {**_MAGE, "agent": "frozen"},
     # Ablations of docs/method.md section 9 (one change to MAGE each).
     "ablation_cumulative": {**_MAGE, "reward_variant": "cumulative"},
     "ablation_single_episode_reward": {**_MAGE, "reward_variant": "single_episode"},
@@ -97,9 +103,6 @@ PRESET_POPULATIONS: dict[str, dict[str, str]] = {
     "ablation_pattern_skewed": {"tic_tac_toe": "pattern_skewed"},
 }
 
-
-#: Presets whose model is never updated (``algorithm.agent`` other than ``trained``).
-PROMPTING = ("react", "reflexion", "a_mem", "memento")
 
 def preset_values(name: str, game: str | None = None) -> dict[str, Any]:
     """The ``algorithm`` values of preset ``name``, with ``game``'s own values

@@ -113,8 +113,10 @@ class AlgorithmConfig(Strict):
     #: baselines (docs/method.md section 9) are evaluation-only agents around the fixed
     #: model: ``react`` (no memory), ``reflexion`` (reflections on failed attempts),
     #: ``a_mem`` (linked notes retrieved by similarity), ``memento`` (past cases
-    #: retrieved by similarity); docs/baselines.md.
-    agent: Literal["trained", "react", "reflexion", "a_mem", "memento"]
+    #: retrieved by similarity); docs/baselines.md. ``frozen``: the starting model never
+    #: updated, remembering what ``policy.memory`` says, as a trained policy does (the
+    #: ``warm_start`` preset: the baseline of MAGE and LaMer under their own protocol).
+    agent: Literal["trained", "frozen", "react", "reflexion", "a_mem", "memento"]
     #: Notes or cases a memory baseline's prompt recalls (A-MEM adds their linked notes).
     retrieve_k: PositiveInt
 

@@ -382,6 +382,51 @@ def gain_markdown(episodes: pd.DataFrame) -> str:
     ])
 
 
+def baseline_markdown(tables: RunTables, settings: Mapping[str, RunSettings], eval_root: Path) -> str:
+    """Each trained run of a single-agent task against its starting model played under the
+    same protocol (an evaluation-only run with the same ``RunSettings.protocol``: MAGE and
+    LaMer against ``warm_start``, GiGPO and GRPO against ``react``), the final-episode success
+    paired on the tasks both played (``evaluation.paired``)."""
+    from mage_core.envs.registry import is_single_agent
+    from mage_core.evaluation.paired import paired_difference
+
+    overview = tables.overview.assign(order=tables.overview.env.map(env_sort_key)).sort_values(["order", "run"])
+    frozen = [r for r in overview.itertuples() if not settings[r.run].trained]
+    last_episode = {row.run: int(row.episode) for row in final_episode(tables.episodes, IN_DOMAIN).itertuples()}
+    rows, alone = [], []
+    for r in overview.itertuples():
+        if not settings[r.run].trained or not is_single_agent(r.env):
+            continue
+        matches = [b for b in frozen if settings[b.run].protocol == settings[r.run].protocol]
+        if not matches:
+            alone.append(f"`{r.run}`")
+            continue
+        k = last_episode[r.run]  # the K it was evaluated over (3 for a single-episode method)
+        run_trials = pd.read_parquet(eval_root / r.run / "trials.parquet")
+        for b in matches:
+            d = paired_difference(run_trials, pd.read_parquet(eval_root / b.run / "trials.parquet"), IN_DOMAIN, k,
+                                  (r.run, b.run))
+            rows.append([ENV_LABELS.get(r.env, r.env), r.method, f"{b.method} (`{b.run}`)", fmt_number(d.baseline_final),
+                         fmt_number(d.run_final), fmt_interval(d.mean, d.low, d.high, signed=True), d.verdict])
+    if not rows and not alone:
+        return ""
+    note = (f"\nNo evaluation-only run was played under the protocol of {', '.join(alone)}: add its starting model's "
+            "run (the `warm_start` preset for a meta-RL method, `react` for a single-episode one) with the same "
+            "evaluation settings to `reproduce.runs`.\n" if alone else "")
+    return "\n".join([
+        "### Does training beat its starting point? In-domain final-episode success, paired\n",
+        "Each trained run against its starting model (the warm start where the task has one) played under the "
+        "trained run's own protocol: the same report tasks in the same order, the same K, memory and restart "
+        "(`warm_start` remembers every earlier attempt as MAGE and LaMer do; `react` plays K attempts without "
+        "memory as GiGPO and GRPO are evaluated). The difference of final-episode successes on each task, with a "
+        "95% normal interval of the mean paired difference; \"above\" or \"below\" only where it clears 0.\n",
+        markdown_table(["env", "method", "starting model under the same protocol", "its success, final",
+                        "method's success, final", "method minus starting model", "verdict"], rows)
+        if rows else "",
+        note,
+    ])
+
+
 def lineage_line(project_dir: Path) -> str:
     """Where the report comes from: the checkout's commit and the digest of the dvc.lock
     entries it was made from (every stage's but the report's own, written after it);
@@ -426,6 +471,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         if ood_rows else "No out-of-domain suite was evaluated.\n",
         "## Adaptation across episodes\n", "![adaptation by episode index](adaptation.png)\n",
         gain_markdown(tables.episodes),
+        baseline_markdown(tables, settings, eval_root),
         "## Training curves\n", "![training curves](training_curves.png)\n",
         "## Per opponent and seat\n",
         "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",

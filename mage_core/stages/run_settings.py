@@ -45,6 +45,7 @@ from mage_core.config import Config, apply_values, parse_config, run_data, run_v
 from mage_core.evaluation.aggregate import markdown_table
 from mage_core.io.dotted import flatten
 from mage_core.config.presets import PRESET_POPULATIONS, preset_values
+from mage_core.rollout.protocol import protocol_key
 
 #: reproduce.profiles.<name> holding the paper's settings for a game.
 PAPER_PROFILE = "paper_{env}"
@@ -149,6 +150,9 @@ class RunSettings:
     #: Compared keys the paper profile does not set (nor its run, nor the method preset):
     #: their paper-side value is the params file's, not a paper setting.
     paper_unset: frozenset[str] = frozenset()
+    #: How its report set was played (``rollout.protocol.protocol_key``): a trained run and an
+    #: evaluation-only run with the same protocol are compared paired in the report.
+    protocol: str = ""
 
     @property
     def meta_episodes_per_iteration(self) -> int:
@@ -227,7 +231,8 @@ def describe(run: Config, paper: Config | None, paper_profile: str,
         differences=differences(run, paper) if paper is not None else (),
         paper_values=theirs,
         paper_unset=frozenset() if paper_set is None else frozenset(
-            key for key in theirs if not _covered(key, paper_set)))
+            key for key in theirs if not _covered(key, paper_set)),
+        protocol=protocol_key(run))
 
 
 def _covered(key: str, keys: frozenset[str]) -> bool:

@@ -40,6 +40,7 @@ from mage_core.evaluation.suites import Suite, selection_suite, suite_seed
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import OpponentSettings
 from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec, MetaSettings
+from mage_core.rollout.protocol import AGENT_MEMORY, evaluation_settings, meta_settings  # noqa: F401  (re-exported)
 from mage_core.rollout.pool import RolloutJob, RolloutPool, attach_codec, build_meta_episodes, detach_codec
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.runner import (
@@ -80,45 +81,6 @@ class TrainState:
     best_iteration: int = -1
 
 
-#: What each prompting or memory baseline remembers (``algorithm.agent``):
-#: memory mode, retrieval, after which episodes it reflects.
-AGENT_MEMORY = {
-    "reflexion": ("reflection_only", "none", "failure"),
-    "a_mem": ("reflection_only", "notes", "every"),
-    "memento": ("history_only", "cases", "every"),
-}
-
-
-def meta_settings(cfg: Config, game: str, num_episodes: int, reflect: bool) -> MetaSettings:
-    """The meta-episode settings of ``cfg``'s method. A baseline agent fixes its own
-    memory (``AGENT_MEMORY``); a generated reflection needs the paper style (free
-    text), so compact-style baselines reflect with the structured summary."""
-    env_cfg = getattr(cfg.env, game)
-    memory, retrieval, reflect_on = cfg.policy.memory if reflect else "none", "none", "every"
-    reflections = cfg.policy.reflections
-    agent = cfg.algorithm.agent
-    if agent in AGENT_MEMORY and reflect:
-        memory, retrieval, reflect_on = AGENT_MEMORY[agent]
-        reflections = "generated" if cfg.policy.prompt_style == "paper" else "summary"
-    return MetaSettings(
-        num_episodes=num_episodes,
-        reflect=reflect,
-        restart=cfg.rollout.restart,
-        early_stop=cfg.rollout.early_stop,
-        style=cfg.policy.prompt_style,
-        memory=memory,  # type: ignore[arg-type]
-        reflections=reflections,
-        action_mode=cfg.policy.action_mode,
-        max_remark_chars=cfg.policy.max_remark_chars,
-        moves_per_turn=cfg.env.sokoban.moves_per_turn,
-        invalid_penalty=env_cfg.invalid_action_penalty,
-        length_penalty_coef=env_cfg.length_penalty_coef,
-        max_response_tokens=env_cfg.max_response_tokens,
-        retrieval=retrieval,  # type: ignore[arg-type]
-        reflect_on=reflect_on,  # type: ignore[arg-type]
-    )
-
-
 def reward_unit(cfg: Config, game: str) -> tuple[float, str]:
     """Task reward per score unit, and that unit: Kuhn metrics read in chips per hand
     (docs/method.md section 8), the others in reward."""
@@ -148,10 +110,7 @@ class MetaRLTrainer:
             gamma_step=algo.gamma_step, gamma_traj=algo.gamma_traj, episode_score=algo.episode_score,
             episode_baseline=algo.episode_baseline)
         self.train_settings = meta_settings(cfg, self.game, algo.episodes_per_meta_episode, algo.reflect)
-        # Single-episode baselines are evaluated over K attempts without memory
-        # (docs/method.md section 9); meta-RL methods with their own K and memory.
-        eval_k = max(algo.episodes_per_meta_episode, 3) if not algo.reflect else algo.episodes_per_meta_episode
-        self.eval_settings = meta_settings(cfg, self.game, eval_k, algo.reflect)
+        self.eval_settings = evaluation_settings(cfg)
         self.population = (Population(cfg.population.entries(self.game))  # type: ignore[arg-type]
                            if not is_single_agent(self.game) else None)
         self.league = League(cfg, self.game)  # train.league

@@ -49,6 +49,9 @@ DIFF_FROM_MAGE: dict[str, dict[str, object]] = {
     "reflexion": {"agent": "reflexion"},
     "a_mem": {"agent": "a_mem"},
     "memento": {"agent": "memento"},
+    # The starting model under MAGE's protocol (K attempts, policy.memory), never trained: the
+    # baseline a MAGE or LaMer run is compared with, paired (issue 39).
+    "warm_start": {"agent": "frozen"},
     "ablation_cumulative": {"reward_variant": "cumulative"},
     "ablation_single_episode_reward": {"reward_variant": "single_episode"},
     "ablation_non_stationary_grouping": {"grouping": "non_stationary"},
