@@ -67,7 +67,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # Beyond the paper (issue 12): MAGE's meta-episodes (K episodes, memory) trained on
     # the objective its differential rewards telescope to, the final episode's reward,
     # given undiscounted to every decision, with a mean baseline per (opponent, seat,
-    # episode index, turn) over the whole batch and no std division. On the embedded
+    # episode index, turn) over the whole batch and no std division (an explicit
+    # algorithm.episode_norm overrides that: the CPU default's params.yaml sets mean_std_norm
+    # for every method, and the report's settings table marks it). On the embedded
     # model and fresh Kuhn deals this learned faster than MAGE's discounted
     # differential return, which credits the last hand with R_K - R_{K-1} only
     # (docs/learning.md; the reward_design grid compares them).

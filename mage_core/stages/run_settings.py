@@ -37,6 +37,7 @@ this: the report is rebuilt byte for byte from the same params and outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -153,6 +154,9 @@ class RunSettings:
     #: How its report set was played (``rollout.protocol.protocol_key``): a trained run and an
     #: evaluation-only run with the same protocol are compared paired in the report.
     protocol: str = ""
+    #: ``algorithm.*`` keys whose value is not the method preset's (an explicit key of the
+    #: params file or the run's ``set`` overrides it), with the preset's value.
+    preset_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def meta_episodes_per_iteration(self) -> int:
@@ -232,7 +236,15 @@ def describe(run: Config, paper: Config | None, paper_profile: str,
         paper_values=theirs,
         paper_unset=frozenset() if paper_set is None else frozenset(
             key for key in theirs if not _covered(key, paper_set)),
-        protocol=protocol_key(run))
+        protocol=protocol_key(run), preset_overrides=preset_overrides(run))
+
+
+def preset_overrides(cfg: Config) -> dict[str, Any]:
+    """``algorithm.<key>`` -> the method preset's value, for every key ``cfg`` resolves to
+    another value (``algorithm.preset`` fills only the keys left unset: an explicit one wins)."""
+    resolved = cfg.algorithm.model_dump()
+    return {f"algorithm.{key}": value for key, value in preset_values(cfg.algorithm.preset, cfg.env.name).items()
+            if resolved[key] != value}
 
 
 def _covered(key: str, keys: frozenset[str]) -> bool:
@@ -366,7 +378,7 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
             parts.append("None: every compared setting of these runs is the paper profile's.\n")
             continue
         table = []
-        marked = False
+        marked = overridden = False
         for key in diff_keys:
             paper = {format_value(s.paper_values.get(key)) for s in runs.values() if s.paper_profile is not None}
             shared = paper.pop() if len(paper) == 1 else None  # the paper's value, the same for every run
@@ -379,13 +391,18 @@ def settings_markdown(settings: Mapping[str, RunSettings], env_labels: Mapping[s
                     cells.append("unused")
                 elif d is None:
                     cells.append("=")
-                elif shared is None:
-                    cells.append(f"{format_value(d.run_value)} (paper: {format_value(d.paper_value)})")
                 else:
-                    cells.append(format_value(d.run_value))
+                    notes = [f"paper: {format_value(d.paper_value)}"] if shared is None else []
+                    if key in s.preset_overrides:
+                        notes.append(f"preset: {format_value(s.preset_overrides[key])}")
+                        overridden = True
+                    cells.append(format_value(d.run_value) + (f" ({'; '.join(notes)})" if notes else ""))
             paper_cell = (shared if shared is not None else "by method") + (f" {UNSET_MARK}" if unset else "")
             table.append([f"`{key}`", paper_cell, *cells])
         parts.append(markdown_table(["setting", "paper profile", *(f"`{run}`" for run in runs)], table))
+        if overridden:
+            parts.append("(preset: X): the run's method preset sets X; an explicit key of the params file (or the "
+                         "run's `set`) overrides it, as any explicit `algorithm.*` key does.\n")
         if marked:
             parts.append(f"{UNSET_MARK}: `{profile}` does not set this key (docs/method.md section 10 gives no value for it): "
                          "the value is the params file's, not a paper setting.\n")

@@ -303,3 +303,24 @@ def test_keys_the_profile_leaves_to_the_file_are_marked_and_the_unexpressible_se
     # Without any paper profile there is nothing to compare, so no such list either.
     alone = settings_markdown({"s": describe(parse_config({"env": {"name": "sokoban"}}), None, "paper_sokoban")}, {})
     assert "no key here expresses" not in alone
+
+
+def test_a_params_key_that_overrides_the_method_preset_is_marked_with_the_presets_value() -> None:
+    # Issue 39: mage_final_return's preset sets episode_norm mean_norm (no std division), and the
+    # committed params.yaml's explicit `algorithm.episode_norm: mean_std_norm` overrides it in every
+    # reported run: the report's settings table says so, naming the preset's value.
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text(encoding="utf-8"))
+    assert data["algorithm"]["episode_norm"] == "mean_std_norm"  # the override this test is about
+    settings = run_settings(data, "params.yaml")
+    final = settings["kuhn_poker-mage_final_return"]
+    assert final.preset_overrides["algorithm.episode_norm"] == "mean_norm"
+    assert "algorithm.group_scope" not in final.preset_overrides  # its preset's own value: batch
+    assert settings["kuhn_poker-mage"].preset_overrides["algorithm.group_scope"] == "task"
+    text = settings_markdown({"final": final}, {"kuhn_poker": "Kuhn Poker"})
+    row = next(line for line in text.splitlines() if line.startswith("| `algorithm.episode_norm` |"))
+    assert row == "| `algorithm.episode_norm` | mean_norm | mean_std_norm (preset: mean_norm) |"
+    assert "(preset: X): the run's method preset sets X" in text
+    # without the explicit key the preset's value stands and nothing is marked
+    plain = describe(parse_config({"env": {"name": "kuhn_poker"}, "algorithm": {"preset": "mage_final_return"}}),
+                     None, "paper_kuhn_poker")
+    assert plain.preset_overrides == {}
