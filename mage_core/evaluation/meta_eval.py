@@ -77,7 +77,9 @@ def summarize_trials(rows: Sequence[Mapping[str, Any]], num_episodes: int, unit:
     episode's success minus the first's, paired on each meta-episode (does a later
     attempt do better than the first of the same meta-episode?). ``intervals`` adds
     ``<name>_low`` and ``<name>_high``: 95% Wilson intervals of rates, normal
-    intervals of means (the gain's too).
+    intervals of means (the gain's too), per group; with ``weights`` the ``all`` group's
+    interval is the weighted mean's normal interval built from the pairs' own
+    (``_reweight_all``), not a Wilson interval.
 
     Per-episode figures average over ALL meta-episodes, every key is present for
     k = 1..num_episodes: a meta-episode that stopped early (``rollout.early_stop``,

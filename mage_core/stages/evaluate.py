@@ -71,10 +71,12 @@ def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: i
       (the final hand with the opponent known, under the suite's protocol: the best
       response without early stop);
     - ``exploitation_ratio`` per group and for ``all``: final-hand chips over
-      ``ceiling_known``, only where that ceiling is meaningful (``stats.ratio_to_ceiling``)."""
+      ``ceiling_known``, only where that ceiling is meaningful (``stats.ratio_to_ceiling``) and
+      exceeds what an equilibrium secures in the group's seats (the game value, -1/18 first,
+      +1/18 second) by at least ``MIN_RATIO_CEILING``: an opponent there is exploitable."""
     from mage_core.envs.kuhn_poker import analysis
     from mage_core.evaluation.kuhn_ceilings import MAX_EXACT_HANDS, behaviour, ceiling_metrics, suite_ceilings
-    from mage_core.evaluation.stats import ratio_to_ceiling
+    from mage_core.evaluation.stats import MIN_RATIO_CEILING, ratio_to_ceiling
 
     settings = cfg.opponents.settings()
     out: dict[str, float] = {}
@@ -89,8 +91,19 @@ def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: i
         out[f"{group}/best_response_value"] = float(analysis.best_response(strategy, seat)[0])
         out[f"{group}/ceiling_known"] = float(analysis.known_meta_value(strategy, k, restart, seat,  # type: ignore[arg-type]
                                                                           early_stop))
+    # What an equilibrium strategy secures in each group (the game's value in its seats): the
+    # opponent is exploitable only by what the ceiling adds to it. Against CFR as second player
+    # the ceiling is the game value +1/18 itself (plus ~1e-4 of residual exploitability), and a
+    # ratio to it would read a chip figure against nothing exploitable.
+    weights = suite.weights() or {}
+    total = sum(weights.values()) or 1.0
+    secured = {group: float(analysis.seat_value(seat)) for group, _, seat in groups}
+    secured["all"] = sum(w * float(analysis.seat_value(seat)) for (_, seat), w in weights.items()) / total
     for group in ["all"] + [g for g, _, _ in groups]:
-        ratio = ratio_to_ceiling(metrics.get(f"{group}/chips_ep{k}"), out.get(f"{group}/ceiling_known"))
+        ceiling = out.get(f"{group}/ceiling_known")
+        if ceiling is None or not ceiling - secured[group] >= MIN_RATIO_CEILING:  # (NaN too)
+            continue
+        ratio = ratio_to_ceiling(metrics.get(f"{group}/chips_ep{k}"), ceiling)
         if ratio is not None:
             out[f"{group}/exploitation_ratio"] = ratio
     return out

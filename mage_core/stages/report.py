@@ -239,9 +239,11 @@ def per_opponent_markdown(frame: pd.DataFrame) -> str:
              "(`opponent known`: the best response's chips per hand; the `all` row weighs each opponent's by its "
              "probability; under early stop, the best a stopping agent that knows the opponent reports) and the "
              "exploitation ratio, final-hand chips over that ceiling (1 = fully exploited). "
-             f"— in `exploitation`: the ceiling is below {MIN_RATIO_CEILING} chips per hand (an equilibrium "
-             "opponent such as CFR, whose best response earns only its residual exploitability) or not positive, "
-             "where a ratio would only magnify sampling noise.\n"]
+             f"— in `exploitation`: the ceiling is below {MIN_RATIO_CEILING} chips per hand, or exceeds by less "
+             "than that what an equilibrium strategy secures in the same seats (the game's value: -1/18 first to "
+             "act, +1/18 second): an opponent such as CFR, whose best response earns only its residual "
+             "exploitability, leaves nothing to exploit, and a ratio would only read sampling noise against the "
+             "game value.\n"]
     for run, runs in frame.groupby("run", sort=False):
         env, method = runs.env.iloc[0], runs.method.iloc[0]
         parts.append(f"## {ENV_LABELS.get(env, env)}: {method} (run `{run}`)\n")
@@ -269,7 +271,9 @@ def _how_to_read() -> str:
             "Table 1 has the layout of the paper's, not necessarily its settings (each run's model, budget, seeds "
             "and differences from the paper profile of its game are listed under it): the in-domain suite's "
             "final episode, population-weighted, with 95% intervals "
-            "(Wilson for rates, normal for means); Pass@K is the share of meta-episodes won at least once in K "
+            "(Wilson for rates and normal for means over one task or opponent; over a population of several "
+            "(opponent, seat) pairs, the weighted mean's normal interval, each pair's standard error read off its "
+            "own Wilson or normal interval); Pass@K is the share of meta-episodes won at least once in K "
             "episodes. The adaptation curve plots the same population figure at every episode index k: a curve "
             "that rises with k means the agent uses what earlier episodes revealed (it explores, then exploits); "
             "a flat curve is a fixed strategy however good, and a falling one spends later episodes worse than "
@@ -281,7 +285,8 @@ def _how_to_read() -> str:
             "known (a fresh deal's bound; with replayed deals probing can also reveal the opponent's card and "
             "beat it). Final-hand chips above the best fixed strategy are earned by adaptation; per opponent, "
             "the exploitation ratio is the share of the opponent-known ceiling the final hand takes (shown only "
-            f"where that ceiling is at least {MIN_RATIO_CEILING} chips). The "
+            f"where that ceiling is at least {MIN_RATIO_CEILING} chips and exceeds the game's value in the same "
+            "seats by as much: an exploitable opponent). The "
             "greedy policy's exact chips (where shown) play the most likely action at every decision against "
             "every opponent, seat and deal enumerated: no sampling noise, so no interval; the sampled chips are "
             "the policy as it plays, at temperature 1. Which figures picked the policy: every trained run keeps "

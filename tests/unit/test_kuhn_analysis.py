@@ -33,6 +33,7 @@ from mage_core.envs.kuhn_poker.analysis import (
     sampled_known_value,
     type_known_value,
 )
+from mage_core.envs.kuhn_poker import analysis
 from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import DEALS, INFOSETS_BY_SEAT, KuhnState
 from mage_core.opponents import cfr
@@ -124,6 +125,9 @@ def test_equilibrium_family_has_value_minus_1_18_and_zero_exploitability(alpha):
     assert expected_value(strategy, strategy, 1) == F(1, 18)
     assert exploitability(strategy) == 0
     assert best_response([(1, equilibrium(F(1, 6)))], 1)[0] == F(1, 18)  # P1 cannot beat any equilibrium P0
+    # what the exploitation ratio is measured against (issue 39): the seat's value under equilibrium play
+    assert (analysis.seat_value(0), analysis.seat_value(1)) == (expected_value(strategy, strategy, 0),
+                                                                expected_value(strategy, strategy, 1))
 
 
 BR_VALUES = [(CONS, 0, F(1, 6)), (CONS, 1, F(1, 3)), (AGGR, 0, F(1, 3)), (AGGR, 1, F(1, 3)),

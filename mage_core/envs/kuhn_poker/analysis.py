@@ -180,6 +180,13 @@ def exploitability(strategy: Strategy) -> Fraction:
     return (seat0_gain + seat1_gain) / 2
 
 
+def seat_value(agent_seat: int) -> Fraction:
+    """The game's value for the player in ``agent_seat`` (docs/method.md section 11): -1/18
+    first to act, +1/18 second. What any equilibrium strategy secures there, so a best
+    response earns only its surplus over it from the opponent's mistakes."""
+    return Fraction(-1, 18) if _check_seat(agent_seat) == 0 else Fraction(1, 18)
+
+
 def mean_over_seats(value_of_seat: Callable[[int], Fraction]) -> Fraction:
     """The seat average (docs/method.md section 11 tables: seats mixed 50/50)."""
     return (value_of_seat(0) + value_of_seat(1)) / 2
