@@ -322,6 +322,21 @@ def test_wall_bumps_and_blocked_pushes_cost_a_step() -> None:
     assert env.level.rows()[2] == "#__P_O#"
 
 
+def test_an_unsolvable_position_does_not_end_the_episode() -> None:
+    # LaMer ends an attempt as soon as its BFS finds no solution; this project plays on to the
+    # turn limit (docs/environments.md, "Sokoban"). Hand-made: the player walks right, right, down
+    # and pushes the box left into the corner (2, 1): no solution exists after turn 2.
+    env = fixed_env(["######", "#P___#", "#_X_O#", "######"], max_turns=4)
+    assert solve(env.level) == ["down", "right", "right"]
+    first, second = env.step("right, right, down"), env.step("left")
+    assert env.level.rows() == ["######", "#____#", "#XP_O#", "######"] and solve(env.level) is None
+    assert (first.reward, second.reward) == (pytest.approx(-0.3), pytest.approx(-0.1))
+    assert not second.done and env.legal_actions()
+    third, last = env.step("up, up"), env.step("right")
+    assert not third.done and last.done and last.outcome is Outcome.TIMEOUT
+    assert (third.reward, last.reward) == (pytest.approx(-0.2), pytest.approx(-0.1))
+
+
 def test_invalid_action_timeout_and_restart() -> None:
     env = fixed_env(AROUND, max_turns=3)
     start_text = env.observation()
