@@ -14,13 +14,14 @@ from tests.envcases import Case
 
 pytestmark = pytest.mark.contract
 
-GAMES = [Case("tic_tac_toe", "random", 0), Case("kuhn_poker", "random", 1), Case("sokoban", None, 0)]
+GAMES = [Case("tic_tac_toe", "random", 0), Case("kuhn_poker", "random", 1), Case("sokoban", None, 0),
+         Case("minesweeper", None, 0)]
 
 # Fragments that steer generated text toward the parsers' interesting branches.
 FRAGMENTS = st.sampled_from([
     "<action>", "</action>", "<ACTION>", "(", ")", ",", " ", "1", "2", "3", "4", "0", "-1", "10",
     "PASS", "bet", "Bet", "fold", "call", "check", "up", "down", "left", "right", "UP", "\n", "\t",
-    "<remark>", "</remark>", "up,", "(2, 3)", "é", "\u200b", "\x00", "½", "٣", "𝟐",
+    "<remark>", "</remark>", "up,", "(2, 3)", "reveal ", "é", "\u200b", "\x00", "½", "٣", "𝟐",
 ])
 TEXT = st.one_of(
     st.text(max_size=200),
@@ -56,6 +57,7 @@ def test_parser_never_raises_and_returns_a_legal_action_or_none(case: Case, text
 def test_fuzz_alphabet_reaches_valid_actions() -> None:
     # Guard against a fuzz test that only ever sees garbage: the fragments above
     # must be able to spell a legal action of every game.
-    for case, text in zip(GAMES, ["<action>(2, 3)</action>", "<action>BET</action>", "<action>up</action>"]):
+    texts = ["<action>(2, 3)</action>", "<action>BET</action>", "<action>up</action>", "<action>reveal (2, 4)</action>"]
+    for case, text in zip(GAMES, texts, strict=True):
         env = live_envs(case)[0]
         assert env.parse_action(text) is not None, case.game

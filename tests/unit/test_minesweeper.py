@@ -75,6 +75,29 @@ def test_drawn_boards_start_safe_deterministic_and_unwon() -> None:
         draw_board(np.random.default_rng(0), 6, 6, 35)
 
 
+def _one_draw(rng: np.random.Generator, size: int, num_mines: int) -> Board:
+    """One attempt of ``draw_board``, draw for draw: the first cell, then the mines among the others."""
+    first = int(rng.integers(size * size))
+    others = [i for i in range(size * size) if i != first]
+    mined = rng.choice(len(others), size=num_mines, replace=False)
+    return Board(size, size, frozenset(divmod(others[int(i)], size) for i in mined), frozenset()).reveal(
+        divmod(first, size))
+
+
+def test_a_first_reveal_that_clears_the_board_draws_cell_and_mines_again() -> None:
+    # LaMer keeps the mines and clicks a new cell (which may be a mine: a lost board, all hidden);
+    # here both are drawn again from the generator (docs/environments.md, "MineSweeper"). Three
+    # seeds below 300 have a first attempt that clears a 6 x 6 board with 3 mines (2.38% of first
+    # draws, exactly); each of their boards is the second attempt.
+    cleared = []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        if _one_draw(rng, 6, 3).won:
+            cleared.append(seed)
+            assert draw_board(np.random.default_rng(seed), 6, 6, 3) == _one_draw(rng, 6, 3)
+    assert cleared == [25, 257, 260]
+
+
 def _env(b: Board, **settings: float) -> MineSweeperEnv:
     env = MineSweeperEnv(MineSweeperSettings(board_size=4, num_mines=2, **settings),  # type: ignore[arg-type]
                          np.random.default_rng(0), board=b)
@@ -90,7 +113,7 @@ def test_rewards_of_a_won_and_a_lost_episode() -> None:
     assert (first.reward, first.done, first.info["opened"]) == (2.0, False, 8)
     again = env.step(env.parse_action("<action>(2, 4)</action>"))  # already open: invalid
     assert again.invalid and again.reward == 0.0
-    single = env.step(env.parse_action("I open <action>1, 4</action>"))
+    single = env.step(env.parse_action("I open <action>reveal (1, 4)</action>"))
     assert (single.reward, single.done) == (0.5, False)
     last = env.step("(4, 1)")
     assert (last.reward, last.outcome) == (10.0, Outcome.WIN)  # the win pays instead of the reveal
@@ -108,6 +131,38 @@ def test_parse_action_rejects_what_is_not_a_closed_cell() -> None:
                  "<action>(1 3)</action>", "<action>up</action>", None]:
         assert env.parse_action(text) is None, text  # type: ignore[arg-type]
     assert env.parse_action("<action> ( 1 , 3 ) </action>") == "(1, 3)"
+
+
+@pytest.mark.parametrize(("text", "parsed"), [
+    # LaMer's minesweeper_projection searches its action text for \(( *\d+) *, *(\d+) *\): the first
+    # parenthesised pair, anywhere, with spaces (and only spaces) around the numbers.
+    ("<action>reveal (1, 4)</action>", "(1, 4)"),
+    ("<action>(1,4) because row 1 is safe</action>", "(1, 4)"),
+    ("<action>I open ( 1 ,4 ) now</action>", "(1, 4)"),
+    ("<action>(1, 4) or (2, 3)</action>", "(1, 4)"),  # the first pair
+    ("<action>(01, 004)</action>", "(1, 4)"),
+    ("<action>(2, 3)</action> wait, <action>reveal (1, 4)</action>", "(1, 4)"),  # the last block (every game)
+    ("<action>(١, ٤)</action>", "(1, 4)"),  # Python's \d and int() read every Unicode decimal digit
+    # LaMer rejects these: no parentheses, no comma, other brackets, a tab or newline, a sign, a
+    # third number, an unclosed pair, no action block.
+    ("<action>1, 4</action>", None),
+    ("<action>row 1, column 4</action>", None),
+    ("<action>(1 4)</action>", None),
+    ("<action>[1, 4]</action>", None),
+    ("<action>(1,\t4)</action>", None),
+    ("<action>(1,\n4)</action>", None),
+    ("<action>(1, +4)</action>", None),
+    ("<action>(1, 4, 2)</action>", None),
+    ("<action>(1, 4</action>", None),
+    ("reveal (1, 4)", None),
+    # Read as LaMer reads them, then refused here as not a closed cell (LaMer pays -1.0 for them):
+    ("<action>(5, 1) then (1, 4)</action>", None),  # the first pair is off the board
+    ("<action>(1, 1)</action>", None),  # already open
+    ("<action>(" + "9" * 5000 + ", 1)</action>", None),  # more digits than int() reads
+])
+def test_parse_action_reads_the_first_pair_as_lamer(text: str, parsed: str | None) -> None:
+    env = _env(board().reveal((0, 0)))
+    assert env.parse_action(text) == parsed
 
 
 def test_stalling_into_the_turn_limit_pays_the_legal_floor() -> None:

@@ -20,7 +20,7 @@ from mage_core.envs.sokoban.generate import LevelGenerationError, generate_level
 from mage_core.envs.sokoban.level import SokobanLevel
 from mage_core.envs.sokoban.solver import solve, solve_reference
 from mage_core.envs.sokoban.env import sokoban_return_floor
-from mage_core.envs.sokoban.generate import reverse_search, room_topology
+from mage_core.envs.sokoban.generate import _select, reverse_search, room_topology
 from mage_core.envs.sokoban.level import cells_of
 from mage_core.envs.sokoban.solver import live_cells, state_shift
 
@@ -212,6 +212,33 @@ def test_generated_levels_respect_bounds_and_replay_to_a_win(num_boxes: int) -> 
         assert results[-1].outcome is Outcome.WIN and all(not r.done for r in results[:-1])
 
 
+@pytest.mark.parametrize("selection", ["global", "window"])
+def test_generated_levels_never_start_on_a_target(selection: str) -> None:
+    # gym-sokoban (room_utils.depth_first_search) scores 0 any state in which fewer than
+    # num_boxes cells show an empty target: neither a box nor the player may stand on one.
+    # Before issue 39 the player could (356 of 2,000 2-box levels of seed 0).
+    for num_boxes in (1, 2, 3):
+        rng = np.random.default_rng(39 + num_boxes)
+        for _ in range(150):
+            level = generate_level(rng, 6, num_boxes, selection=selection)
+            assert level.boxes & level.targets == 0
+            assert not level.targets >> level.player & 1, str(level)
+
+
+def test_selection_skips_a_higher_score_with_the_player_on_a_target() -> None:
+    # Hand-made: a 5x5 grid, one box at cell 7 (row 1, col 2), the target at cell 12 (row 2,
+    # col 2): displacement 1. State A has the player on the target and 3 pushes (score 3 x 1),
+    # state B the player at cell 6 and 1 push (score 1 x 1). gym-sokoban scores A 0: B is chosen.
+    shift = state_shift(25)
+    boxes, target = 1 << 7, 1 << 12
+    on_target, off_target = (boxes << shift) | 12, (boxes << shift) | 6
+    layers = [[], [on_target, off_target]]
+    pushes = {on_target: 3, off_target: 1}
+    chosen = _select(np.random.default_rng(0), layers, pushes, target, 5, shift, range(2))
+    assert chosen == (off_target, 1, 1)
+    assert _select(np.random.default_rng(0), [[], [on_target]], pushes, target, 5, shift, range(2)) is None
+
+
 def test_generation_window_mode_and_tight_bounds() -> None:
     rng = np.random.default_rng(5)
     for _ in range(10):
@@ -293,6 +320,21 @@ def test_wall_bumps_and_blocked_pushes_cost_a_step() -> None:
     assert env.level == lv(BLOCKED)
     assert env.step("down, right, right").reward == pytest.approx(-0.3)
     assert env.level.rows()[2] == "#__P_O#"
+
+
+def test_an_unsolvable_position_does_not_end_the_episode() -> None:
+    # LaMer ends an attempt as soon as its BFS finds no solution; this project plays on to the
+    # turn limit (docs/environments.md, "Sokoban"). Hand-made: the player walks right, right, down
+    # and pushes the box left into the corner (2, 1): no solution exists after turn 2.
+    env = fixed_env(["######", "#P___#", "#_X_O#", "######"], max_turns=4)
+    assert solve(env.level) == ["down", "right", "right"]
+    first, second = env.step("right, right, down"), env.step("left")
+    assert env.level.rows() == ["######", "#____#", "#XP_O#", "######"] and solve(env.level) is None
+    assert (first.reward, second.reward) == (pytest.approx(-0.3), pytest.approx(-0.1))
+    assert not second.done and env.legal_actions()
+    third, last = env.step("up, up"), env.step("right")
+    assert not third.done and last.done and last.outcome is Outcome.TIMEOUT
+    assert (third.reward, last.reward) == (pytest.approx(-0.2), pytest.approx(-0.1))
 
 
 def test_invalid_action_timeout_and_restart() -> None:

@@ -96,6 +96,44 @@ def test_options_colour_normalised_then_fuzzy():
     assert options_matched(["16 fl oz"], ["8 fl oz"]) == 0  # token sets {16, fl, oz} vs {8, fl, oz}: 80
 
 
+def test_goal_options_are_compared_as_written_as_the_official_reward():
+    # The official get_option_reward colour-normalises both sides without lower-casing them: the
+    # chosen options are the product's lower-cased values, the goal's as items_human_ins.json writes
+    # them, and normalize_color is case-sensitive (the fuzzy ratio itself ignores case).
+    assert options_matched(["Navy Blue"], ["navy"]) == 1  # "Navy Blue" stays whole: {navy} within it
+    assert options_matched(["navy blue"], ["navy"]) == 0  # "blue" against "navy"
+    assert options_matched(["Black/White"], ["white"]) == 1
+    assert options_matched(["black | white"], ["white"]) == 0  # "black" against "white"
+    assert options_matched(["Rosewood"], ["rose"]) == 0  # "rosewood" against "rose": ratio 67
+    assert options_matched(["rosewood"], ["rose"]) == 1  # both "rose"
+    # A whole purchase: 1 attribute, 1 option, the price. Before issue 39 the loader lower-cased
+    # the goal's "Navy Blue" to "navy blue" and this purchase scored (1 + 0 + 1) / 3.
+    p = product(attributes=("paraben free",), options={"color": ("navy", "navy blue")})
+    as_written = goal(attributes=("paraben free",), options=("Navy Blue",))
+    assert purchase_reward(p, as_written, ["navy"], 15.0).reward == 1.0
+    lowered = goal(attributes=("paraben free",), options=("navy blue",))
+    assert purchase_reward(p, lowered, ["navy"], 15.0).reward == pytest.approx(2 / 3)
+
+
+def test_loader_keeps_goal_options_as_written_and_the_expert_still_buys(folder, tmp_path):
+    bad = _copy(folder, tmp_path)
+    rows = json.loads((bad / "items_shuffle.json").read_text())
+    ins = json.loads((bad / "items_human_ins.json").read_text())
+    asin = rows[0]["asin"]
+    rows[0]["customization_options"] = {"Color": [{"value": "Navy/Blue"}, {"value": "Black"}]}
+    for entry in ins[asin]:
+        entry["instruction_options"] = ["Navy/Blue"]
+    (bad / "items_shuffle.json").write_text(json.dumps(rows))
+    (bad / "items_human_ins.json").write_text(json.dumps(ins))
+    loaded = load_catalogue(bad)
+    assert loaded.by_asin[asin].options == {"color": ("navy | blue", "black")}  # products: the official load
+    mine = [g for g in loaded.goals if g.asin == asin]
+    assert mine and all(g.options == ("Navy/Blue",) for g in mine)  # goals: as written
+    env = WebShopEnv(WebShopSettings(), np.random.default_rng(0), loaded, loaded.goals)
+    env.reset()
+    assert play_expert(env, mine[0])[0] == 1.0  # it clicks the normalised value
+
+
 def test_category_match_needs_two_shared_parts():
     # the official test pairs
     assert type_reward("q1", "a › a › b", "acme shampoo", "q2", "a › b › c", "acme shampoo")[2] is True

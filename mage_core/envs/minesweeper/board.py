@@ -97,7 +97,10 @@ class Board:
 def draw_board(rng: np.random.Generator, rows: int, cols: int, num_mines: int, max_tries: int = 1000) -> Board:
     """A board with ``num_mines`` mines and its first reveal made: the first cell is drawn
     uniformly, the mines uniformly among the other cells, then that cell is opened. A draw
-    whose first reveal already wins is drawn again (at most ``max_tries`` times)."""
+    whose first reveal already wins is drawn again, cell and mines (at most ``max_tries``
+    times). LaMer keeps the mines and reveals another cell, which may be a mine; redrawing
+    both keeps every board playable and the layouts behind a first board equally likely, the
+    prior ``mine_probabilities`` assumes (docs/environments.md, "MineSweeper")."""
     if not 1 <= num_mines <= rows * cols - 2:
         raise ValueError(f"num_mines must be in 1..{rows * cols - 2} on a {rows}x{cols} board, got {num_mines}")
     for _ in range(max_tries):

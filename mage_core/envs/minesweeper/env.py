@@ -27,7 +27,9 @@ from mage_core.envs.base import Outcome, StepResult, check_generator, extract_ac
 from mage_core.envs.minesweeper.board import Board, Cell, draw_board
 from mage_core.envs.rewards import stalled_timeout_reward
 
-_CELL = re.compile(r"^\(?\s*(\d+)\s*,\s*(\d+)\s*\)?$")
+#: LaMer's rule (``minesweeper_projection`` in its ``projection.py``): the first ``(row, col)`` anywhere
+#: in the action text, parentheses required, spaces (only spaces) allowed around the numbers.
+_CELL = re.compile(r"\(( *\d+) *, *(\d+) *\)")
 LEGEND = "? closed, . open with no mine around, 1-8 mines around, * the mine that went off"
 
 
@@ -156,15 +158,21 @@ class MineSweeperEnv:
         return [] if self._done else [cell_text(cell) for cell in board.closed()]
 
     def parse_action(self, response: str) -> str | None:
-        """The closed cell of a response's last ``<action>`` block (``(r, c)``, ``r, c``), or
-        None: no block, not two numbers, off the board, or already open. Never raises."""
+        """The closed cell of a response's last ``<action>`` block, read as LaMer reads it: the
+        first ``(row, col)`` in the block, wherever it stands (``reveal (1, 4)``, ``(1,4) because
+        ...``), parentheses required and only spaces around the numbers. None: no block, no such
+        pair (``1, 4``, ``(1 4)``, ``[1, 4]``, a tab or newline inside), or the first pair off the
+        board or already open. Never raises."""
         if not isinstance(response, str) or self._board is None:
             return None
         text = extract_action_text(response)
-        found = _CELL.match(text) if text is not None else None
+        found = _CELL.search(text) if text is not None else None
         if found is None:
             return None
-        row, col = int(found.group(1)) - 1, int(found.group(2)) - 1
+        try:
+            row, col = int(found.group(1)) - 1, int(found.group(2)) - 1
+        except ValueError:  # more digits than int() reads (4,300): off any board
+            return None
         board = self._board
         if not (0 <= row < board.rows and 0 <= col < board.cols) or (row, col) in board.opened:
             return None

@@ -6,7 +6,9 @@ Rewards follow gym-sokoban per primitive move: ``step_penalty`` every move (a
 wall bump or a blocked push included), ``box_on_target`` / ``box_off_target``
 when the number of boxes on targets rises / falls, ``all_boxes_on_target`` when
 the level is solved. The turn's reward is the SUM over its moves (the reference
-code kept only the last move's reward: a defect the issue asks to fix).
+code kept only the last move's reward: a defect the issue asks to fix). A position
+that can no longer be solved does not end the episode (LaMer's does; why not:
+docs/environments.md, "Sokoban").
 
 Stalling (docs/rewards.md): an invalid turn moves nothing and costs no step
 penalty, so an episode that the turn limit ends after at least one invalid turn

@@ -25,8 +25,12 @@ with its optimal length, and the unit tests check it against ``solve``.
 Selection ("score"): gym-sokoban's box-swap count is the number of pulls along
 its DFS path; here it is the number of pushes of the optimal solution (pulls
 along the BFS path), times the minimum total Manhattan displacement of the
-boxes from the targets. States with a box on a target are excluded (gym gives
-them score 0). Two selection modes:
+boxes from the targets. As in gym-sokoban, a state is never chosen while any
+target is covered, by a box or by the player: gym's ``depth_first_search``
+scores 0 every state in which fewer than ``num_boxes`` cells show an empty
+target, so a level never starts with a box on a target or with the player
+standing on one (before issue 39 only boxes were excluded here:
+docs/environments.md, "Sokoban"). Two selection modes:
 
 - ``global`` (default): gym-sokoban's order - the best state of the whole
   reverse search (up to ``search_depth`` moves, the paper's "search depth of
@@ -186,9 +190,11 @@ def _select(
     rng: np.random.Generator, layers: list[list[int]], pushes: dict[int, int], targets: int,
     width: int, shift: int, depths: range,
 ) -> tuple[int, int, int] | None:
-    """``(state, depth, score)`` of the best-scoring state with no box on a
-    target among ``layers[depths]``; ties broken uniformly by ``rng``."""
+    """``(state, depth, score)`` of the best-scoring state with every target
+    uncovered (no box and not the player on one, as gym-sokoban) among
+    ``layers[depths]``; ties broken uniformly by ``rng``."""
     target_cells = cells_of(targets)
+    player_mask = (1 << shift) - 1
     displacement: dict[int, int] = {}
     best_score, best = 0, []
     for depth in depths:
@@ -196,7 +202,7 @@ def _select(
             break
         for key in layers[depth]:
             boxes = key >> shift
-            if boxes & targets:
+            if boxes & targets or targets >> (key & player_mask) & 1:
                 continue
             if boxes not in displacement:
                 displacement[boxes] = _displacement(boxes, target_cells, width)

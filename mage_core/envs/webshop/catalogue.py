@@ -37,7 +37,7 @@ import numpy as np
 from mage_core.envs.base import check_generator
 from mage_core.envs.webshop.schema import (
     ATTRIBUTES_FILE, INSTRUCTIONS_FILE, PRODUCTS_FILE, CatalogueError, CatalogueFiles, check_instruction,
-    json_type, normalise_option, parse_pricing, product_fields, read_files,
+    json_type, parse_pricing, product_fields, read_files,
 )
 
 #: What other modules import from here (the file names, ``CatalogueError`` and
@@ -92,6 +92,8 @@ class Goal:
     product_category: str
     instruction: str  # shown to the agent, price clause included
     attributes: tuple[str, ...]
+    #: As the instructions file writes them (case, "/" and spaces kept), as the official
+    #: ``get_human_goals``; product options are normalised (``schema.normalise_option``).
     options: tuple[str, ...]
     price_upper: float
 
@@ -240,7 +242,7 @@ def _goals(files: CatalogueFiles, by_asin: dict[str, Product], prices: dict[str,
                 asin=asin, category=product.category, query=product.query, name=product.name,
                 product_category=product.product_category, instruction=text,
                 attributes=tuple(wanted),
-                options=tuple(normalise_option(o) for o in wanted_options),
+                options=tuple(wanted_options),  # as written: the official goal keeps their case
                 price_upper=upper,
             ))
     return goals, skipped

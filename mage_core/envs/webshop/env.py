@@ -43,6 +43,7 @@ import numpy as np
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 from mage_core.envs.webshop.catalogue import Catalogue, CatalogueError, Goal, load_catalogue
 from mage_core.envs.webshop.reward import NOUN_EXTRACTORS, RewardParts, purchase_reward
+from mage_core.envs.webshop.schema import normalise_option
 from mage_core.envs.webshop.search import TOP_N, SearchEngine
 
 SEP = " [SEP] "
@@ -434,6 +435,6 @@ def expert_action(env: WebShopEnv) -> str | None:
         return f"click[{target}]" if target in env.clickables() else "click[next >]"
     if env.page == "item" and env.open_asin == goal.asin:
         chosen = env.selected_options.values()
-        missing = [value for value in goal.options if value not in chosen]
+        missing = [value for value in map(normalise_option, goal.options) if value not in chosen]
         return f"click[{missing[0]}]" if missing else "click[buy now]"
     return "click[< prev]"  # another product's item page, or a sub-page

@@ -8,8 +8,12 @@
   token-set ratio above 85 with it, or when it is a substring of the product's
   lower-cased title, bullet points or description;
 - options: both sides are colour-normalised (the first word of ``COLOR_SET``
-  that is a substring), then a goal option matches when a chosen option has a
-  token-set ratio above 85 with it;
+  that is a substring, case-sensitive), then a goal option matches when a chosen
+  option has a token-set ratio above 85 with it. As in the official code the
+  chosen options are the product's lower-cased values and the goal's are taken
+  as the instructions file writes them, so a capital letter can keep a goal
+  option from being colour-normalised ("Navy Blue" stays whole, and matches a
+  chosen "navy"; "navy blue" becomes "blue", and does not);
 - r_type: 1 by default; 0.5 when neither the search query, nor at least two
   parts of the category path, nor more than 20% of the goal title's nouns match;
   0.1 when fewer than 10% of the nouns match; 0 when none do.
@@ -182,7 +186,10 @@ def attributes_matched(
 
 
 def options_matched(goal_options: Iterable[str], chosen_options: Iterable[str]) -> int:
-    """How many goal options are among the chosen ones (colour-normalised, fuzzy)."""
+    """How many goal options are among the chosen ones (colour-normalised, fuzzy), as the
+    official ``get_option_reward``: neither side is lower-cased here (``normalize_color``
+    is case-sensitive; the fuzzy ratio lower-cases both), so goal options must be passed
+    as written."""
     chosen = [normalize_color(c) for c in chosen_options]
     count = 0
     for wanted in goal_options:
