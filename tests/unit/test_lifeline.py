@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -136,3 +137,24 @@ def test_proc_stat_fields_survive_a_command_name_with_a_parenthesis(tmp_path: Pa
         child.kill()
         child.wait()
     assert stat_fields(child.pid) is None and start_ticks(child.pid) is None
+
+
+def test_the_dvc_that_runs_a_stage_command_is_found_by_its_environment_not_its_name() -> None:
+    # DVC sets DVC_STAGE for its stage command only: the nearest ancestor without it (parent, or
+    # the parent's parent when a shell stands between) is dvc. A process further down (a rank under
+    # torchrun, under the stage command) inherits DVC_STAGE from above and is left alone.
+    code = textwrap.dedent("""
+        import os, subprocess, sys
+        from mage_core.io.lifeline import dvc_runner
+        depth = int(sys.argv[1])
+        print(depth, os.getpid(), os.getppid(), dvc_runner(), flush=True)
+        if depth < 3:
+            env = {**os.environ, "DVC_STAGE": "train@run"}
+            subprocess.run([sys.executable, "-c", sys.argv[2], str(depth + 1), sys.argv[2]], env=env, check=True)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "DVC_STAGE"}
+    done = subprocess.run([sys.executable, "-c", code, "0", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    rows = [line.split(" ", 3) for line in done.stdout.splitlines()]
+    pids = [int(row[1]) for row in rows]
+    assert [row[3] for row in rows] == ["None", f"({pids[0]}, None)", f"({pids[0]}, {pids[1]})", "None"]
