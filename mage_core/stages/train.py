@@ -31,6 +31,7 @@ checkpoint must match to be resumed, and the output folder, are
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -90,6 +91,22 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
     if overrides:
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update=overrides)})
     out_dir = Path(out or cfg.train.output_dir)
+    with _writer_lock(out_dir, run):  # one command writes --out at a time: a second stops here, exit 2
+        return _run(cfg, params, out_dir, resume, iterations, time_budget_minutes, overrides_given, run)
+
+
+def _writer_lock(out_dir: Path, run: str | None) -> Any:
+    """The lock of ``out_dir`` (``stages/out_lock.py``), taken by the process that writes it: this
+    one, or rank 0 of ranks launched by hand (the ranks this command launches run under its lock)."""
+    if launched_world() > 1 and os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    from mage_core.stages.out_lock import writer_lock
+
+    return writer_lock(out_dir, f"mage train --out {out_dir}" + (f" --run {run}" if run else ""))
+
+
+def _run(cfg: Config, params: str, out_dir: Path, resume: bool | Literal["auto"], iterations: int | None,
+         time_budget_minutes: float | None, overrides_given: list[str], run: str | None) -> int:
     ranks = cfg.backend.ranks
     if ranks > 1 and launched_world() == 1:
         # The stage launches its own ranks: the same command, as `ranks` processes under torchrun.
@@ -108,7 +125,9 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         check_out_dir(out_dir)  # an unwritable --out: one line now, not from rank 0 under torchrun
         command = launch_command(ranks, args)
         console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
-        return subprocess.call(command)
+        from mage_core.io.workspace_lock import HELD_ENV, output_lock_path
+
+        return subprocess.call(command, env={**os.environ, HELD_ENV: str(output_lock_path(out_dir))})
     summary = train(cfg, out_dir, resume=resume, run_name=run)
     if summary.get("rank", 0) == 0:
         console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} "
