@@ -172,15 +172,39 @@ def from_environment(sig: int = signal.SIGTERM) -> bool:
     return False
 
 
-def wrap(cmd: list[str], group: bool = False) -> list[str]:
+def wrap(cmd: list[str], group: bool = False, grace_s: float | None = None) -> list[str]:
     """``cmd`` run through this module: it dies with the process that starts it (``group``: its
-    whole process group does; start it with ``start_new_session=True``)."""
-    return [sys.executable, "-m", "mage_core.io.lifeline", *(["--group"] if group else []), "--", *cmd]
+    whole process group does; start it with ``start_new_session=True``, or ``process_group=0``
+    for a group that other processes of the session may join; ``grace_s``: the group's seconds
+    between SIGTERM and SIGKILL, ``GRACE_S`` by default). With ``group`` and no ``cmd``, the
+    group is held empty until the parent dies or the process is stopped (``keep_group``)."""
+    grace = ["--grace", f"{grace_s:g}"] if grace_s is not None else []
+    return [sys.executable, "-m", "mage_core.io.lifeline", *(["--group", *grace] if group else []), "--", *cmd]
 
 
-def _supervise(cmd: list[str]) -> int:
-    """Run ``cmd`` in this process's group (of which this process is the leader) until it exits;
-    on SIGTERM/SIGINT/SIGHUP, or when the parent dies (SIGTERM), stop the whole group."""
+def keep_group(grace_s: float = GRACE_S) -> subprocess.Popen:
+    """Start a process that leads an empty process group of this session and stops the whole
+    group (SIGTERM, SIGKILL after ``grace_s``) when this process dies, ``kill -9`` included, or
+    when it is stopped itself (``stop_kept_group``). Processes started with
+    ``process_group=<its pid>`` join the group: they die with this process too."""
+    return subprocess.Popen(wrap([], group=True, grace_s=grace_s), process_group=0, stdin=subprocess.DEVNULL)
+
+
+def stop_kept_group(keeper: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Stop a ``keep_group`` process and, with it, what is left of its group."""
+    if keeper.poll() is None:
+        keeper.terminate()
+    try:
+        keeper.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(keeper.pid, signal.SIGKILL)
+        keeper.wait()
+
+
+def _supervise(cmd: list[str], grace_s: float = GRACE_S) -> int:
+    """Run ``cmd`` in this process's group (of which this process is the leader) until it exits
+    (no ``cmd``: until stopped); on SIGTERM/SIGINT/SIGHUP, or when the parent dies (SIGTERM),
+    stop the whole group: SIGTERM, then SIGKILL after ``grace_s``."""
     if os.getpgrp() != os.getpid():
         print("lifeline --group: not a process-group leader (start it with start_new_session=True)",
               file=sys.stderr)
@@ -203,25 +227,30 @@ def _supervise(cmd: list[str]) -> int:
     die_with_parent()
     if stopping:  # the parent was gone already
         return 0
-    try:
-        child = subprocess.Popen(cmd)
-    except OSError as err:
-        print(f"lifeline: cannot run {cmd[0]}: {err.strerror}", file=sys.stderr)
-        return 127
-    while True:
+    child = None
+    if cmd:
+        try:
+            child = subprocess.Popen(cmd)
+        except OSError as err:
+            print(f"lifeline: cannot run {cmd[0]}: {err.strerror}", file=sys.stderr)
+            return 127
+    while child is None and not stopping:  # an empty group, held for the processes that join it
+        time.sleep(0.2)
+    code = 0
+    while child is not None:
         try:
             code = child.wait(timeout=0.5)
             break
         except subprocess.TimeoutExpired:
             if stopping:
                 try:
-                    code = child.wait(timeout=GRACE_S)
+                    code = child.wait(timeout=grace_s)
                 except subprocess.TimeoutExpired:
                     code = -signal.SIGKILL
                 break
     if not stopping:
         return 128 - code if code < 0 else code  # a child ended by signal N: 128 + N, as a shell says
-    deadline = time.monotonic() + GRACE_S  # the command's own children, given the same grace
+    deadline = time.monotonic() + grace_s  # the command's own children (or the group's members), given the same grace
     while time.monotonic() < deadline and _group_has_others():
         time.sleep(0.1)
     if _group_has_others():
@@ -241,18 +270,28 @@ def _group_has_others() -> bool:
     return False
 
 
+USAGE = "usage: python -m mage_core.io.lifeline [--group [--grace SECONDS]] -- CMD [ARG ...]"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    group = bool(args) and args[0] == "--group"
-    if group:
+    group, grace_s = False, GRACE_S
+    if args[:1] == ["--group"]:
+        group, args = True, args[1:]
+        if args[:1] == ["--grace"]:
+            try:
+                grace_s, args = float(args[1]), args[2:]
+            except (IndexError, ValueError):
+                print(USAGE, file=sys.stderr)
+                return 2
+    separated = args[:1] == ["--"]
+    if separated:
         args = args[1:]
-    if args and args[0] == "--":
-        args = args[1:]
-    if not args:
-        print("usage: python -m mage_core.io.lifeline [--group] -- CMD [ARG ...]", file=sys.stderr)
+    if not args and not (group and separated):  # `--group --` alone holds an empty group (keep_group)
+        print(USAGE, file=sys.stderr)
         return 2
     if group:
-        return _supervise(args)
+        return _supervise(args, grace_s)
     die_with_parent()
     try:
         os.execvp(args[0], args)
