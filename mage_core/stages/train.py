@@ -32,6 +32,7 @@ checkpoint must match to be resumed, and the output folder, are
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -51,8 +52,9 @@ from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator, stage_device
-from mage_core.stages.train_resume import (RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir, checkpoint_to_resume,
-                                           code_digest, config_differences, config_digest, move_aside, resume_config)
+from mage_core.stages.train_resume import (KEPT, RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir, checkpoint_to_resume,
+                                           code_digest, config_differences, config_digest, move_aside, resume_config,
+                                           write_finished)
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
 from mage_core.tracking.runs import RUN_ID_ENV, StageIdentity, StageTracker, interrupted_run, open_mlflow_run
 from mage_core.trainers.checkpoint import (
@@ -129,7 +131,7 @@ def _run(cfg: Config, params: str, out_dir: Path, resume: bool | Literal["auto"]
 
         return subprocess.call(command, env={**os.environ, HELD_ENV: str(output_lock_path(out_dir))})
     summary = train(cfg, out_dir, resume=resume, run_name=run)
-    if summary.get("rank", 0) == 0:
+    if summary.get("rank", 0) == 0 and not summary.get("kept"):
         console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} "
                       f"min; outputs in {out_dir}")
     return 0
@@ -189,8 +191,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     """Train; returns the summary. ``resume``: False refuses a folder that holds
     checkpoints; True continues the latest (its configuration must match);
     "auto" continues it when the configuration and code match and the run is
-    unfinished, and otherwise moves the old run aside (``move_aside``) and starts
-    afresh (a pipeline stage re-run). ``stop_after`` ends the process's work
+    unfinished, keeps a finished run whose ``finished.json`` vouches for it (same
+    params, code and input files, its outputs as written: the summary comes back
+    with ``kept``, nothing is trained or written), and otherwise moves the old run
+    aside (``move_aside``) and starts afresh (a pipeline stage re-run). ``stop_after`` ends the process's work
     after that many iterations of this call (tests use it to interrupt a run).
     ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     world, device = _check_before_writing(cfg)
@@ -202,6 +206,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
     digest, code, stored_config = config_digest(cfg), code_digest(), resume_config(cfg)
     latest = checkpoint_to_resume(out_dir, checkpoints, resume, digest, code, cfg, ranks)
+    if latest == KEPT:  # a finished run of these params, code and inputs, its outputs as written: nothing to do
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+        return {**summary, "minutes": 0.0, "rank": ranks.rank, "kept": True}
+    assert not isinstance(latest, str)
     tokenizer, model = _policy_on_every_rank(cfg, out_dir, ranks, device)
     model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
     generator = make_generator(cfg, tokenizer, model_dir, model)
@@ -421,6 +429,8 @@ def _finish(training: _Training, logger: StageTracker, mlflow_run: Any,
             mlflow_run.extra("registering best/", lambda: register(mlflow_run, out_dir / "best", state,
                                                                    t.select_on))
     logger.close()
+    if main:  # last: what vouches for the outputs, so that a DVC re-run keeps them (train_resume.py)
+        write_finished(out_dir, cfg, training.digest, training.code)
     ranks.barrier()  # no rank leaves before rank 0 has written everything
     return {**summary, "minutes": seconds / 60, "rank": ranks.rank}
 

@@ -42,7 +42,7 @@ def _repo(root: Path, cmd: str, outs: list[str], params: dict | None = None) -> 
     repo = root / "repo"
     repo.mkdir()
     (repo / "params.yaml").write_text(yaml.safe_dump(params or {"seed": 0}))
-    stage = {"cmd": cmd, "params": [next(iter(params or {"seed": 0}))],
+    stage = {"cmd": cmd, "params": sorted(params or {"seed": 0}),
              "outs": [{out: {"persist": True}} for out in outs]}
     (repo / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"run": stage}}))
     for step in (("git", "init", "-q"), (sys.executable, "-m", "dvc", "init", "-q")):
@@ -173,3 +173,30 @@ def test_kill_9_of_a_hand_started_dvc_repro_then_repro_resumes_the_training(tmp_
     for name in ("metrics.jsonl", "summary.json"):
         assert (repo / "out" / "run" / name).read_bytes() == (straight / name).read_bytes(), name
     assert json.loads((repo / "out" / "run" / "summary.json").read_text())["iterations"] == 12
+
+
+def test_a_finished_run_that_dvc_did_not_record_is_kept_not_trained_again(tmp_path: Path) -> None:
+    """Decision 1(b) of issue 39: the run a killed `dvc repro` left finished (or one DVC re-runs for a
+    setting that cannot change it, here train.checkpoint_every) is kept by `--resume auto`, byte for
+    byte, and what dvc.lock records is what a rerun would have written (it used to be moved to
+    superseded/ and trained again)."""
+    params = {**PARAMS, "train": {**PARAMS["train"], "iterations": 4, "eval_every": 2}}
+    cmd = f"{sys.executable} -m mage_core train --params params.yaml --resume auto --out out/run"
+    outs = ["out/run/best", "out/run/metrics.jsonl", "out/run/summary.json"]
+    repo = _repo(tmp_path, cmd, outs, params)
+    done = sh(repo, *cmd.split())  # the stage command finished, its dvc repro gone before it recorded it
+    assert done.returncode == 0, done.stderr
+    run = repo / "out" / "run"
+    files = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
+    again = sh(repo, sys.executable, "-m", "dvc", "repro")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "kept, nothing trained again" in " ".join(again.stdout.split()), again.stdout
+    assert not (run / "superseded").exists()
+    assert {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".gitignore"} == files
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["run"]["outs"]
+    # A setting that cannot change the run: DVC re-runs the stage, the run is kept, dvc.lock's outs stay.
+    (repo / "params.yaml").write_text(yaml.safe_dump({**params, "train": {**params["train"], "checkpoint_every": 2}}))
+    third = sh(repo, sys.executable, "-m", "dvc", "repro")
+    assert third.returncode == 0 and "kept, nothing trained again" in " ".join(third.stdout.split()), third.stdout
+    assert yaml.safe_load((repo / "dvc.lock").read_text())["stages"]["run"]["outs"] == lock
+    assert sh(repo, sys.executable, "-m", "dvc", "status", "-q").returncode == 0
