@@ -52,9 +52,9 @@ from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator, stage_device
-from mage_core.stages.train_resume import (KEPT, RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir, checkpoint_to_resume,
-                                           code_digest, config_differences, config_digest, move_aside, resume_config,
-                                           write_finished)
+from mage_core.stages.train_resume import (KEPT, RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir,
+                                           checkpoint_to_resume, code_digest, config_differences, config_digest,
+                                           move_aside, resume_config, write_finished)
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
 from mage_core.tracking.runs import RUN_ID_ENV, StageIdentity, StageTracker, interrupted_run, open_mlflow_run
 from mage_core.trainers.checkpoint import (
