@@ -98,12 +98,17 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from mage_core.io.lifeline import from_environment
 
-    if from_environment():  # a stage of a pipeline dies with its parent (dvc), even on its kill -9
+    # A stage command dies with the `dvc repro` running it (started by hand or by a pipeline), even on its
+    # kill -9, and a process of a pipeline's tree with its parent (io/lifeline.py).
+    if from_environment():
         import signal
 
         def _terminate(signum: int, frame: object) -> None:
             # The parent-death SIGTERM, or any: unwind, so that `finally` blocks run (the MLflow run
-            # marked KILLED, vLLM engines and Ray workers closed) instead of dying on the spot.
+            # marked KILLED, vLLM engines and Ray workers closed) instead of dying on the spot. Once:
+            # the kernel sends the parent-death signal again each time the process is handed to
+            # another thread of the dying parent, and a second SystemExit would cut the unwinding short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             raise SystemExit(128 + signum)
 
         signal.signal(signal.SIGTERM, _terminate)

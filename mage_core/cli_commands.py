@@ -92,8 +92,9 @@ def add_train(sub: Commands, fmt: Formatter) -> None:
     p.add_argument("--resume", nargs="?", const="yes", choices=["yes", "auto"],
                    help="continue from the latest checkpoint in --out (its configuration must match: a mismatch "
                         "stops naming the differing keys); --resume auto (pipelines): continue an unfinished run "
-                        "of the same params and code, else move the old run to --out's superseded/ and start "
-                        "afresh (nothing is deleted)")
+                        "of the same params and code, keep a finished one of the same params, code and input "
+                        "files whose outputs are as it wrote them, else move the old run to --out's superseded/ "
+                        "and start afresh (nothing is deleted)")
     p.add_argument("--iterations", type=int, metavar="N", help="override train.iterations")
     _add_run(p)
     p.add_argument("--time-budget", type=float, metavar="MIN",

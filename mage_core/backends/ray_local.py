@@ -16,14 +16,29 @@ refuses an instance that is not on loopback.
 Several machines: start a cluster yourself (``ray start``) and set ``RAY_ADDRESS``;
 the callers connect to it instead of calling this (docs: infra/README.md).
 
+Nothing of the instance outlives the process that started it, ``kill -9`` included: Ray
+fate-shares its GCS, raylet, dashboard, monitor and log monitor with the driver (Linux's
+parent-death signal, SIGKILL), and its workers follow the raylet; but the raylet's dashboard
+agent and runtime-env agent, on finding the raylet gone, report it to the GCS, which is gone
+too, and wait out that call's fixed 60 s timeout (``publish_error_to_driver``, Ray 2.60) before
+they exit, one of them still listening on a port. No option of Ray shortens that, so the
+instance's processes run in a process group of their own, held by a lifeline keeper
+(``mage_core/io/lifeline.py``, ``keep_group``) that stops the whole group when the driver
+dies: ``ray.init`` starts its processes with ``process_group`` set to the keeper's group (Ray's
+``services.ConsolePopen``, for the call only), and the agents, started by the raylet, inherit it.
+
 ``ray`` is imported inside the function: it is slow to import and stays out of
 ``mage --help``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from typing import Any
+import subprocess
+import sys
+from typing import Any, Iterator
 
 #: Where a local instance listens.
 LOOPBACK = "127.0.0.1"
@@ -32,6 +47,54 @@ CLUSTER_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: Ray's token-authentication switch: "token" or "disabled"; unset, a new local instance turns
 #: token authentication on (Ray >= 2.59) and writes "token" here.
 AUTH_MODE_ENV_VAR = "RAY_AUTH_MODE"
+#: Seconds the instance's processes get between SIGTERM and SIGKILL once its driver is gone
+#: (nothing of theirs to save: Ray's own fate-sharing sends SIGKILL at once).
+GRACE_S = 1.0
+
+#: The lifeline keeper of the local instance this process started (``keep_group``), if any.
+_keeper: subprocess.Popen | None = None
+
+
+def _stop_keeper() -> None:
+    global _keeper
+    if _keeper is not None:
+        from mage_core.io.lifeline import stop_kept_group
+
+        stop_kept_group(_keeper)
+        _keeper = None
+
+
+@contextlib.contextmanager
+def _in_own_group() -> Iterator[None]:
+    """The processes ``ray.init`` starts meanwhile join a new process group that dies with this
+    process (Linux; elsewhere nothing changes: the parent-death signal is Linux's)."""
+    global _keeper
+    _stop_keeper()  # an earlier instance's keeper: that instance was shut down
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    from ray._private import services
+
+    from mage_core.io.lifeline import keep_group
+
+    _keeper = keep_group(GRACE_S)
+    popen = services.ConsolePopen
+    services.ConsolePopen = functools.partial(popen, process_group=_keeper.pid)  # read by start_ray_process
+    try:
+        yield
+    except BaseException:
+        _stop_keeper()
+        raise
+    finally:
+        services.ConsolePopen = popen
+
+
+def shutdown_ray() -> None:
+    """``ray.shutdown()``, then stop the keeper of the local instance this process started (if any)."""
+    import ray
+
+    ray.shutdown()
+    _stop_keeper()
 
 
 def _sync_auth_mode() -> None:
@@ -51,7 +114,8 @@ def _sync_auth_mode() -> None:
 
 def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
     """Start a new local Ray instance with ``num_cpus`` logical CPUs, no dashboard, listening
-    on 127.0.0.1 only; ``init_kwargs`` go to ``ray.init`` (``log_to_driver``, ``logging_level``).
+    on 127.0.0.1 only, whose processes die with this one; ``init_kwargs`` go to ``ray.init``
+    (``log_to_driver``, ``logging_level``). Stop it with ``shutdown_ray``.
 
     Never connects to an existing cluster (``address="local"``, whatever ``RAY_ADDRESS`` says).
     """
@@ -65,8 +129,9 @@ def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
         enabled = ray_constants.ENABLE_RAY_CLUSTER
         ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at each call
         try:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-                     _node_ip_address=LOOPBACK, **init_kwargs)
+            with _in_own_group():  # dies with this process, kill -9 included
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                         _node_ip_address=LOOPBACK, **init_kwargs)
         finally:
             ray_constants.ENABLE_RAY_CLUSTER = enabled
     finally:
@@ -76,6 +141,6 @@ def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
             os.environ[CLUSTER_ENV_VAR] = previous
     node_ip = ray.util.get_node_ip_address()
     if node_ip != LOOPBACK:
-        ray.shutdown()
+        shutdown_ray()
         raise RuntimeError(f"the local Ray instance took {node_ip} as its address, not {LOOPBACK}: its "
                            "processes would listen beyond this machine, so it was shut down")

@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import torch
 
 from mage_core.backends.hf import HFGenerator
-from mage_core.backends.ray_local import start_local_ray
+from mage_core.backends.ray_local import shutdown_ray, start_local_ray
 from mage_core.opponents.registry import OpponentSettings
 from mage_core.rollout.meta_episode import MetaEpisode
 from mage_core.rollout.pool import RolloutJob, RolloutWorker, attach_codec, contiguous_shares
@@ -211,7 +211,7 @@ class RayRolloutPool:
             except Exception:  # an actor that already died needs no killing
                 pass
         if self._started_ray and self._ray.is_initialized():
-            self._ray.shutdown()
+            shutdown_ray()  # and the keeper of the local instance it started (ray_local.py)
         self._started_ray = False
 
     def __enter__(self) -> "RayRolloutPool":

@@ -283,6 +283,9 @@ def run(params: str, policy: str, out: str, which: str = "all", per_opponent_sea
         raise ConfigError("command line", problems)
     if per_opponent_seat is None and run is not None:  # a run of the reproduction: its own eval size
         per_opponent_seat = cfg.reproduce.eval_per_pair
-    evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat, run_name=run)
+    from mage_core.stages.out_lock import writer_lock
+
+    with writer_lock(Path(out), f"mage evaluate --out {out}" + (f" --run {run}" if run else "")):
+        evaluate(cfg, Path(policy), Path(out), which, per_opponent_seat, run_name=run)
     console.print(f"trial table and metrics written to {out}")
     return 0

@@ -247,7 +247,10 @@ def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = 
     from rich.console import Console
 
     cfg = load_config(params, overrides, run_name, warm_start=task_name)
-    summary = sft(cfg, Path(out))
+    from mage_core.stages.out_lock import writer_lock
+
+    with writer_lock(Path(out), f"mage sft --out {out}" + (f" --task {task_name}" if task_name else "")):
+        summary = sft(cfg, Path(out))
     demos, selection = summary["demonstrations"], summary["selection"]
     Console(soft_wrap=True).print(
         f"warm start of {cfg.env.name}: {demos['decisions']} decisions of {demos['meta_episodes']} expert "

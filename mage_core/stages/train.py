@@ -31,6 +31,8 @@ checkpoint must match to be resumed, and the output folder, are
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import time
@@ -50,8 +52,9 @@ from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
 from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator, stage_device
-from mage_core.stages.train_resume import (RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir, checkpoint_to_resume,
-                                           code_digest, config_differences, config_digest, move_aside, resume_config)
+from mage_core.stages.train_resume import (KEPT, RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir,
+                                           checkpoint_to_resume, code_digest, config_differences, config_digest,
+                                           move_aside, resume_config, write_finished)
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
 from mage_core.tracking.runs import RUN_ID_ENV, StageIdentity, StageTracker, interrupted_run, open_mlflow_run
 from mage_core.trainers.checkpoint import (
@@ -90,6 +93,22 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
     if overrides:
         cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update=overrides)})
     out_dir = Path(out or cfg.train.output_dir)
+    with _writer_lock(out_dir, run):  # one command writes --out at a time: a second stops here, exit 2
+        return _run(cfg, params, out_dir, resume, iterations, time_budget_minutes, overrides_given, run)
+
+
+def _writer_lock(out_dir: Path, run: str | None) -> Any:
+    """The lock of ``out_dir`` (``stages/out_lock.py``), taken by the process that writes it: this
+    one, or rank 0 of ranks launched by hand (the ranks this command launches run under its lock)."""
+    if launched_world() > 1 and os.environ.get("RANK", "0") != "0":
+        return contextlib.nullcontext()
+    from mage_core.stages.out_lock import writer_lock
+
+    return writer_lock(out_dir, f"mage train --out {out_dir}" + (f" --run {run}" if run else ""))
+
+
+def _run(cfg: Config, params: str, out_dir: Path, resume: bool | Literal["auto"], iterations: int | None,
+         time_budget_minutes: float | None, overrides_given: list[str], run: str | None) -> int:
     ranks = cfg.backend.ranks
     if ranks > 1 and launched_world() == 1:
         # The stage launches its own ranks: the same command, as `ranks` processes under torchrun.
@@ -108,9 +127,11 @@ def run(params: str, out: str | None = None, resume: bool | Literal["auto"] = Fa
         check_out_dir(out_dir)  # an unwritable --out: one line now, not from rank 0 under torchrun
         command = launch_command(ranks, args)
         console.print(f"launching {ranks} ranks: {' '.join(command)}", soft_wrap=True)
-        return subprocess.call(command)
+        from mage_core.io.workspace_lock import HELD_ENV, output_lock_path
+
+        return subprocess.call(command, env={**os.environ, HELD_ENV: str(output_lock_path(out_dir))})
     summary = train(cfg, out_dir, resume=resume, run_name=run)
-    if summary.get("rank", 0) == 0:
+    if summary.get("rank", 0) == 0 and not summary.get("kept"):
         console.print(f"final evaluation headline: {summary['headline']:.4f}; trained in {summary['minutes']:.1f} "
                       f"min; outputs in {out_dir}")
     return 0
@@ -170,8 +191,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     """Train; returns the summary. ``resume``: False refuses a folder that holds
     checkpoints; True continues the latest (its configuration must match);
     "auto" continues it when the configuration and code match and the run is
-    unfinished, and otherwise moves the old run aside (``move_aside``) and starts
-    afresh (a pipeline stage re-run). ``stop_after`` ends the process's work
+    unfinished, keeps a finished run whose ``finished.json`` vouches for it (same
+    params, code and input files, its outputs as written: the summary comes back
+    with ``kept``, nothing is trained or written), and otherwise moves the old run
+    aside (``move_aside``) and starts afresh (a pipeline stage re-run). ``stop_after`` ends the process's work
     after that many iterations of this call (tests use it to interrupt a run).
     ``run_name``: the run of ``reproduce.runs`` (or sweep point) this is, for MLflow."""
     world, device = _check_before_writing(cfg)
@@ -183,6 +206,10 @@ def train(cfg: Config, out_dir: Path, resume: bool | Literal["auto"] = False,
     checkpoints = CheckpointManager(out_dir / "checkpoints", keep_last=cfg.train.keep_checkpoints)
     digest, code, stored_config = config_digest(cfg), code_digest(), resume_config(cfg)
     latest = checkpoint_to_resume(out_dir, checkpoints, resume, digest, code, cfg, ranks)
+    if latest == KEPT:  # a finished run of these params, code and inputs, its outputs as written: nothing to do
+        summary = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))
+        return {**summary, "minutes": 0.0, "rank": ranks.rank, "kept": True}
+    assert not isinstance(latest, str)
     tokenizer, model = _policy_on_every_rank(cfg, out_dir, ranks, device)
     model_dir = Path(cfg.model.path) if cfg.model.source == "local" else out_dir / "policy-init"
     generator = make_generator(cfg, tokenizer, model_dir, model)
@@ -402,6 +429,8 @@ def _finish(training: _Training, logger: StageTracker, mlflow_run: Any,
             mlflow_run.extra("registering best/", lambda: register(mlflow_run, out_dir / "best", state,
                                                                    t.select_on))
     logger.close()
+    if main:  # last: what vouches for the outputs, so that a DVC re-run keeps them (train_resume.py)
+        write_finished(out_dir, cfg, training.digest, training.code)
     ranks.barrier()  # no rank leaves before rank 0 has written everything
     return {**summary, "minutes": seconds / 60, "rank": ranks.rank}
 

@@ -1,7 +1,16 @@
 """Resuming ``mage train``: what a checkpoint must match to be continued
 (``config_digest``, ``code_digest``), and the output folder a run continues in or
 starts afresh in (``checkpoint_to_resume``; ``--resume auto`` moves a run it does not
-continue aside, never deletes it)."""
+continue aside, never deletes it).
+
+A finished run is kept as it is, not trained again, when ``--resume auto`` (a DVC re-run)
+finds it written under the same params and code, from the same input files, with its outputs
+as it wrote them: ``finished.json``, written last, holds its digests and the SHA-256 of each
+output. A rerun would write the same bytes (a CPU run is bit-reproducible: docs/learning.md),
+so the outputs DVC then records are those its cmd makes from the deps it records, as after a
+rerun, without the rerun (DVC's own run cache does the same, but skips persistent outs). Any
+doubt (no record, a changed or missing output, other inputs, another iteration count) moves
+the run aside and trains afresh, as before."""
 
 from __future__ import annotations
 
@@ -139,12 +148,103 @@ def _not_resumable(checkpoints: CheckpointManager, latest: Path | None, cfg: Con
     if meta["metadata"].get("code_digest") != code:
         return "the checkpoints were written by other code (mage_core changed)"
     if int(meta["step"]) >= cfg.train.iterations:
-        return f"the run it holds is finished ({cfg.train.iterations} iterations)"
+        why = why_not_kept(checkpoints.directory.parent, cfg, digest, code)
+        return f"the run it holds is finished ({cfg.train.iterations} iterations) but {why}" if why else None
     return None
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(root: Path, names: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """SHA-256 of every file of ``names`` under ``root`` (a folder counts by each file in it),
+    by path relative to ``root``; a missing name is "missing"."""
+    found: dict[str, str] = {}
+    for name in names:
+        path = root / name
+        if path.is_dir():
+            for item in sorted(p for p in path.rglob("*") if p.is_file()):
+                found[item.relative_to(root).as_posix()] = _sha256(item)
+        else:
+            found[name] = _sha256(path) if path.is_file() else "missing"
+    return found
+
+
+def input_paths(cfg: Config) -> list[Path]:
+    """The files a run reads besides params and ``mage_core`` (the DVC deps the digests leave out):
+    its task's data folder, its warm start, a local model."""
+    from mage_core.envs.registry import task
+
+    env = cfg.env.name
+    paths = [Path(getattr(cfg.env, env).data_path)] if task(env).data is not None else []
+    if cfg.init_model() is not None:
+        paths.append(Path(str(cfg.init_model())))
+    if cfg.model.source == "local" and cfg.model.path:
+        paths.append(Path(cfg.model.path))
+    return paths
+
+
+def inputs_digest(cfg: Config) -> str:
+    """The contents of ``input_paths``: a finished run is kept only for the same input files."""
+    digest = hashlib.sha256()
+    for path in input_paths(cfg):
+        files = _files(path.parent, [path.name]) if path.exists() else {str(path): "missing"}
+        digest.update(json.dumps([str(path), files], sort_keys=True).encode())
+    return digest.hexdigest()[:16]
+
+
+def finished_record(out_dir: Path, cfg: Config, digest: str, code: str) -> dict[str, Any]:
+    """What ``finished.json`` holds for the run in ``out_dir``: its digests, iterations and outputs."""
+    return {"iterations": cfg.train.iterations, "config_digest": digest, "code_digest": code,
+            "inputs_digest": inputs_digest(cfg), "outputs": _files(out_dir, list(RECORDED_OUTPUTS))}
+
+
+def write_finished(out_dir: Path, cfg: Config, digest: str, code: str) -> None:
+    """``finished.json``: written last, once every output of the run is whole."""
+    from mage_core.io.atomic import write_json_atomic
+
+    write_json_atomic(out_dir / FINISHED, finished_record(out_dir, cfg, digest, code))
+
+
+def why_not_kept(out_dir: Path, cfg: Config, digest: str, code: str) -> str | None:
+    """Why the finished run in ``out_dir`` is not kept as it is (None: it is): no ``finished.json``
+    (the run predates it, or did not finish its outputs), another iteration count, other input
+    files, or an output that changed or went since it was written."""
+    try:
+        record = json.loads((out_dir / FINISHED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"holds no {FINISHED} vouching for its outputs"
+    if not isinstance(record, dict) or not isinstance(record.get("outputs"), dict):
+        return f"its {FINISHED} cannot be read"
+    if record.get("iterations") != cfg.train.iterations:
+        return f"it ran {record.get('iterations')} iterations, not {cfg.train.iterations}"
+    if record.get("config_digest") != digest or record.get("code_digest") != code:
+        return f"its {FINISHED} names other params or code"
+    if record.get("inputs_digest") != inputs_digest(cfg):
+        return "its input files changed since (" + ", ".join(str(p) for p in input_paths(cfg)) + ")"
+    now = _files(out_dir, list(RECORDED_OUTPUTS))
+    changed = sorted(name for name in record["outputs"].keys() | now.keys()
+                     if record["outputs"].get(name) != now.get(name))
+    if changed:
+        return f"its outputs changed since it wrote them ({', '.join(changed[:3])}{' ...' if len(changed) > 3 else ''})"
+    return None
+
+
+#: ``checkpoint_to_resume``'s answer for a finished run kept as it is: nothing to train.
+KEPT = "kept"
+
+
+#: What a finished run writes last: its digests and the SHA-256 of each of ``RECORDED_OUTPUTS``.
+FINISHED = "finished.json"
+#: The outputs ``finished.json`` vouches for (files, or folders whose every file counts).
+RECORDED_OUTPUTS = ("best", "metrics.jsonl", "summary.json", "transcripts.txt")
 #: What a run writes under its output folder; ``--resume auto`` moves these aside together.
-RUN_OUTPUTS = ("checkpoints", "policy-init", "best", "metrics.jsonl", "summary.json", "transcripts.txt")
+RUN_OUTPUTS = ("checkpoints", "policy-init", "best", "metrics.jsonl", "summary.json", "transcripts.txt", FINISHED)
 #: Where ``--resume auto`` moves a run it does not continue: ``<out>/superseded/<UTC time>/``.
 SUPERSEDED = "superseded"
 
@@ -176,14 +276,27 @@ def check_out_dir(out_dir: Path) -> None:
         raise ConfigError("command line", [f"--out: {out_dir}: {writable_problem(err)}"]) from None
 
 
+def _finished(checkpoints: CheckpointManager, latest: Path, cfg: Config) -> bool:
+    try:
+        return int(checkpoints.verify(latest)["step"]) >= cfg.train.iterations
+    except CheckpointError:
+        return False
+
+
 def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool | Literal["auto"], digest: str,
-                     code: str, cfg: Config) -> Path | None:
-    """Rank 0's preparation of ``out_dir``: the checkpoint to resume (or None), the
-    outputs of a run that must not be continued moved aside (never deleted), the
-    tracking store checked."""
+                     code: str, cfg: Config) -> Path | str | None:
+    """Rank 0's preparation of ``out_dir``: the checkpoint to resume (or None, or ``KEPT``
+    for a finished run kept as it is), the outputs of a run that must not be continued
+    moved aside (never deleted), the tracking store checked."""
     check_out_dir(out_dir)
     latest = checkpoints.latest()
     why = _not_resumable(checkpoints, latest, cfg, digest, code) if resume == "auto" else None
+    if why is None and resume == "auto" and latest is not None and _finished(checkpoints, latest, cfg):
+        console.print(f"{out_dir}: the run it holds finished with these params, code and input files, and its "
+                      f"outputs are as it wrote them ({FINISHED}): kept, nothing trained again (a rerun would write "
+                      f"the same bytes; move {out_dir} away to train afresh)", soft_wrap=True, highlight=False,
+                      markup=False)
+        return KEPT
     if why is not None:
         # A pipeline re-run (DVC) after a change of params or code, or of a finished run
         # whose outputs DVC wants again: the old run is not continued, but kept.
@@ -208,9 +321,10 @@ def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool
 
 
 def checkpoint_to_resume(out_dir: Path, checkpoints: CheckpointManager, resume: bool | Literal["auto"], digest: str,
-                         code: str, cfg: Config, ranks: Ranks) -> Path | None:
-    """The checkpoint every rank resumes from, or None: rank 0 prepares ``out_dir``
-    (``_prepare_out_dir``) and the other ranks take its answer, or stop with its error."""
+                         code: str, cfg: Config, ranks: Ranks) -> Path | str | None:
+    """The checkpoint every rank resumes from, None, or ``KEPT`` (a finished run kept as it is:
+    nothing to do): rank 0 prepares ``out_dir`` (``_prepare_out_dir``) and the other ranks take
+    its answer, or stop with its error."""
     problem, latest = None, None
     if ranks.main:
         try:
@@ -220,5 +334,8 @@ def checkpoint_to_resume(out_dir: Path, checkpoints: CheckpointManager, resume: 
     problem = ranks.broadcast(problem)  # every rank stops with rank 0's error
     if problem is not None:
         raise ConfigError(*problem)
-    latest_name = ranks.broadcast(latest.name if ranks.main and latest is not None else None)
+    answer = latest.name if isinstance(latest, Path) else latest
+    latest_name = ranks.broadcast(answer if ranks.main else None)
+    if latest_name == KEPT:
+        return KEPT
     return checkpoints.directory / latest_name if latest_name is not None else None

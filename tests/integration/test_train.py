@@ -226,7 +226,7 @@ def test_resume_auto_continues_a_matching_run_and_restarts_a_changed_one(
     assert [m["step"] for m in metrics[1:] if "final/eval/all/chips_ep3" not in m] == [1, 2, 3, 4]
 
 
-def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
+def test_resume_auto_keeps_a_finished_run_and_restarts_one_written_by_other_code(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         straight: tuple[dict, Path]) -> None:
     import mage_core.stages.train as train_stage
@@ -240,13 +240,26 @@ def test_resume_auto_restarts_a_finished_run_and_one_written_by_other_code(
     assert "written by other code (mage_core changed); moved the old run to" in capsys.readouterr().out
     steps = [json.loads(line).get("step") for line in (out / "metrics.jsonl").read_text().splitlines()[1:]]
     assert again["iterations"] == 4 and sorted(set(steps)) == [1, 2, 3, 4]  # trained from iteration 1
-    # The same code and configuration, but the run is finished (DVC wants its outputs again).
+    # Issue 39: the same code, params and inputs, the run finished and its outputs as it wrote them
+    # (DVC re-runs the stage, e.g. its dvc repro was killed before recording it): kept, byte for byte,
+    # nothing trained again (it used to be moved aside and trained afresh, to the same bytes).
+    before = _files(out)
+    kept = train(cfg, out, resume="auto")
+    assert "the run it holds finished with these params, code and input files" in " ".join(
+        capsys.readouterr().out.split())
+    assert kept["kept"] and kept["final_eval"] == again["final_eval"] and kept["minutes"] == 0
+    assert _files(out) == before and len(list((out / "superseded").iterdir())) == 1
+    # An output changed since (DVC re-runs the stage for it): the run is moved aside and trained afresh.
+    summary = out / "summary.json"
+    summary.write_text(summary.read_text().replace('"iterations": 4', '"iterations": 5'))
     finished = train(cfg, out, resume="auto")
-    assert "the run it holds is finished (4 iterations); moved the old run to" in capsys.readouterr().out
+    assert ("the run it holds is finished (4 iterations) but its outputs changed since it wrote them "
+            "(summary.json); moved the old run to") in " ".join(capsys.readouterr().out.split())
     assert len(list((out / "superseded").iterdir())) == 2  # both old runs kept, each in a folder of its own
     straight_summary, straight_out = straight
     assert_same(final_weights(out), final_weights(straight_out))
     assert finished["final_eval"] == again["final_eval"] == straight_summary["final_eval"]
+    assert (out / "summary.json").read_bytes() == (straight_out / "summary.json").read_bytes()
 
 
 def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_our_entry_points_die_with_their_parent_when_the_tree_asks(asked: bool) 
 def test_the_wrapper_without_a_command_prints_its_usage() -> None:
     from mage_core.io.lifeline import main
 
-    assert main([]) == 2 and main(["--group"]) == 2
+    assert main([]) == 2 and main(["--group"]) == 2 and main(["--group", "--grace"]) == 2
 
 
 def test_a_command_that_cannot_run_is_one_line_and_127() -> None:
@@ -136,3 +137,44 @@ def test_proc_stat_fields_survive_a_command_name_with_a_parenthesis(tmp_path: Pa
         child.kill()
         child.wait()
     assert stat_fields(child.pid) is None and start_ticks(child.pid) is None
+
+
+def test_the_dvc_that_runs_a_stage_command_is_found_by_its_environment_not_its_name() -> None:
+    # DVC sets DVC_STAGE for its stage command only: the nearest ancestor without it (parent, or
+    # the parent's parent when a shell stands between) is dvc. A process further down (a rank under
+    # torchrun, under the stage command) inherits DVC_STAGE from above and is left alone.
+    code = textwrap.dedent("""
+        import os, subprocess, sys
+        from mage_core.io.lifeline import dvc_runner
+        depth = int(sys.argv[1])
+        print(depth, os.getpid(), os.getppid(), dvc_runner(), flush=True)
+        if depth < 3:
+            env = {**os.environ, "DVC_STAGE": "train@run"}
+            subprocess.run([sys.executable, "-c", sys.argv[2], str(depth + 1), sys.argv[2]], env=env, check=True)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "DVC_STAGE"}
+    done = subprocess.run([sys.executable, "-c", code, "0", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    rows = [line.split(" ", 3) for line in done.stdout.splitlines()]
+    pids = [int(row[1]) for row in rows]
+    assert [row[3] for row in rows] == ["None", f"({pids[0]}, None)", f"({pids[0]}, {pids[1]})", "None"]
+
+
+def test_processes_that_join_a_kept_group_die_with_the_keepers_parent() -> None:
+    # As a local Ray instance's processes do (mage_core/backends/ray_local.py): started with
+    # process_group=<the keeper's pid> by a parent that is then killed, they go with it, even one
+    # that ignores SIGTERM (after the keeper's grace).
+    inner = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    parent, (keeper, stubborn, plain) = _parent(
+        "import subprocess, sys, time\nfrom mage_core.io.lifeline import keep_group\n"
+        "k = keep_group(1.0)\nprint(k.pid, flush=True)\n"
+        f"a = subprocess.Popen([sys.executable, '-c', {inner!r}], process_group=k.pid)\n"
+        "b = subprocess.Popen(['sleep', '60'], process_group=k.pid)\n"
+        "print(a.pid, flush=True)\nprint(b.pid, flush=True)\ntime.sleep(60)")
+    assert os.getpgid(stubborn) == os.getpgid(plain) == keeper != os.getpgid(parent.pid)
+    time.sleep(0.5)  # the stubborn one has set its handler
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    started = time.monotonic()
+    assert _gone(plain, 5.0) and _gone(stubborn, 5.0) and _gone(keeper, 5.0)
+    assert time.monotonic() - started < 4.0  # the grace (1 s), not the default 10 s

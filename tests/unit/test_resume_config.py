@@ -90,3 +90,34 @@ def test_move_aside_keeps_every_output_of_the_old_run(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_text("{}")
     second = move_aside(tmp_path)  # the same second: a folder of its own
     assert second is not None and second != first and (second / "summary.json").read_text() == "{}"
+
+
+def test_a_finished_run_is_kept_only_while_its_record_vouches_for_everything(tmp_path: Path) -> None:
+    # Issue 39: `--resume auto` keeps a finished run instead of training it again only when its
+    # finished.json names these params, code and input files (here a warm start, model.init) and
+    # every output is the bytes it wrote; anything else is a reason to train afresh.
+    from mage_core.stages.train_resume import FINISHED, why_not_kept, write_finished
+
+    init = tmp_path / "sft" / "model"
+    init.mkdir(parents=True)
+    (init / "model.safetensors").write_bytes(b"weights")
+    cfg = parse_config({"model": {"init": str(init)}, "train": {"iterations": 4}})
+    out = tmp_path / "run"
+    (out / "best").mkdir(parents=True)
+    (out / "best" / "model.safetensors").write_bytes(b"best")
+    for name in ("metrics.jsonl", "summary.json", "transcripts.txt"):
+        (out / name).write_text(name)
+    digest = config_digest(cfg)
+    assert why_not_kept(out, cfg, digest, "code") == f"holds no {FINISHED} vouching for its outputs"
+    write_finished(out, cfg, digest, "code")
+    assert why_not_kept(out, cfg, digest, "code") is None
+    assert why_not_kept(out, cfg, digest, "other code") == f"its {FINISHED} names other params or code"
+    longer = parse_config({"model": {"init": str(init)}, "train": {"iterations": 5}})
+    assert why_not_kept(out, longer, digest, "code") == "it ran 4 iterations, not 5"
+    (init / "model.safetensors").write_bytes(b"other weights")  # the warm start was made again
+    assert why_not_kept(out, cfg, digest, "code") == f"its input files changed since ({init})"
+    (init / "model.safetensors").write_bytes(b"weights")
+    (out / "best" / "model.safetensors").unlink()  # an output gone (DVC re-runs the stage for it)
+    assert why_not_kept(out, cfg, digest, "code") == (
+        "its outputs changed since it wrote them (best/model.safetensors)")
+    assert FINISHED in RUN_OUTPUTS  # moved aside with the run it vouches for
