@@ -101,6 +101,20 @@ def test_sokoban_ood_suites_change_the_number_of_boxes(policy: Path, tmp_path: P
     assert set(trials.opponent) == {"none"}
 
 
+def test_an_ood_suite_with_more_mines_than_the_board_holds_is_one_line_before_any_work(
+        policy: Path, tmp_path: Path, project_root: Path, mage_cmd: list[str]) -> None:
+    """Issue 39: an OOD suite of 36 mines on a 6 x 6 board ended in a ValueError traceback."""
+    import subprocess
+
+    out = subprocess.run([*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy",
+                          str(policy), "--out", str(tmp_path / "out"), "--suites", "ood", "--per-pair", "1",
+                          "--set", "env.name=minesweeper", "--set", "evaluation.ood.minesweeper.many.num_mines=36"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "evaluation.ood.minesweeper.many.num_mines: at most 34 on a 6 x 6 board" in out.stderr
+    assert "Traceback" not in out.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_policy_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds no model"):
         evaluate(parse_config(PARAMS), tmp_path / "nowhere", tmp_path / "out")
