@@ -123,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         from mage_core.backends import BackendUnavailable
         from mage_core.backends.openai_generator import EndpointError
+        from mage_core.backends.ray_local import RayStartError
         from mage_core.evaluation.contracts import ContractError
         from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
                  ContractError: "data contract broken", NotImplementedError: "not built yet",
                  BackendUnavailable: "backend unavailable", EndpointError: "endpoint error",
-                 RendezvousError: "ranks cannot meet"}
+                 RendezvousError: "ranks cannot meet", RayStartError: "Ray did not start"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         message = str(err)
         full = _disk_problem(err)
