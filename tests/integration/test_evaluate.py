@@ -139,6 +139,36 @@ def test_a_corrupted_policy_stops_before_any_work_and_writes_nothing(policy: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("damage", ["manifest deleted", "a file added"])
+def test_a_saved_policy_without_its_manifest_or_with_an_extra_file_is_one_line_before_any_work(
+        policy: Path, tmp_path: Path, project_root: Path, mage_cmd: list[str], damage: str) -> None:
+    """Issue 39: best/ with a bit flipped and its mage-policy.json deleted was evaluated (exit 0), and
+    a file the manifest does not list was accepted."""
+    import shutil
+    import subprocess
+
+    from mage_core.policy.model import MANIFEST
+
+    copy = tmp_path / "best"
+    shutil.copytree(policy, copy)
+    data = bytearray((copy / "model.safetensors").read_bytes())
+    data[-7] ^= 0x01
+    if damage == "manifest deleted":
+        (copy / "model.safetensors").write_bytes(bytes(data))
+        (copy / MANIFEST).unlink()
+        expected = f"--policy: {copy / MANIFEST} is missing, yet {copy / 'config.json'} says this project saved the"
+    else:
+        (copy / "model-00002.safetensors").write_bytes(bytes(data))
+        expected = f"--policy: {copy / 'model-00002.safetensors'} was not saved with the policy ({MANIFEST} does not"
+    out = subprocess.run([*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy", str(copy),
+                          "--out", str(tmp_path / "out"), "--set", "env.name=kuhn_poker", "--set",
+                          "tracking.mlflow=false"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    (problem,) = [line for line in out.stderr.splitlines() if line.startswith("  - ")]
+    assert problem.startswith(f"  - {expected}"), problem
+    assert "Traceback" not in out.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "empty", "no weights"])
 def test_a_damaged_policy_without_a_manifest_is_one_line_before_any_work(policy: Path, tmp_path: Path,
                                                                          damage: str) -> None:
@@ -146,11 +176,14 @@ def test_a_damaged_policy_without_a_manifest_is_one_line_before_any_work(policy:
     empty or missing its weights used to end in a traceback."""
     import shutil
 
-    from mage_core.policy.model import MANIFEST
+    from mage_core.policy.model import MANIFEST, SAVED_KEY
 
     copy = tmp_path / "downloaded"
     shutil.copytree(policy, copy)
     (copy / MANIFEST).unlink()
+    config = json.loads((copy / "config.json").read_text())
+    del config[SAVED_KEY]  # a downloaded model: nothing says this project saved it
+    (copy / "config.json").write_text(json.dumps(config))
     weights = copy / "model.safetensors"
     if damage == "truncated":
         weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
