@@ -272,6 +272,36 @@ def test_an_unwritable_out_stops_before_any_work(policy: Path, tmp_path: Path, m
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
 
 
+def test_a_full_disk_during_mage_evaluate_names_the_command_to_rerun(policy: Path, tmp_path: Path,
+                                                                     project_root: Path, mage_cmd: list[str]) -> None:
+    """Issue 39: a full disk during `mage evaluate` (here `ulimit -f`: every file over 4 kB fails, as on
+    a full disk) advised `mage train --resume auto`. One line names the command that stopped and how
+    to rerun it; the previous outputs are kept (a rerun that has room replaces them whole: the test
+    below)."""
+    import resource
+    import subprocess
+
+    out = tmp_path / "eval"
+    evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=1)
+    before = _snapshot(out)
+    cmd = [*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy", str(policy), "--out",
+           str(out), "--suites", "in_domain", "--per-pair", "2", "--set", "env.name=kuhn_poker", "--set",
+           "tracking.mlflow=false"]
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    full = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_files, timeout=300)
+    assert full.returncode == 1, full.stderr[-2000:]
+    assert "Traceback" not in full.stderr
+    line = [x for x in full.stderr.splitlines() if x.strip()][-1]
+    assert line.startswith("file size limit reached: ") and "`mage evaluate` stopped" in line, line
+    assert line.endswith("the previous outputs are kept; free space (or fix the folder) and rerun the same "
+                         "`mage evaluate` command"), line
+    assert "mage train" not in line and "--resume" not in line
+    assert _snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["eval"]
+
+
 def test_disk_full_midway_leaves_the_previous_outputs_whole(policy: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 25: disk full while `evaluate` rewrote a folder left a new trials.parquet beside

@@ -344,6 +344,8 @@ def test_a_full_disk_is_one_line_and_a_rerun_finishes(tmp_path: Path, project_ro
     line = [x for x in full.stderr.splitlines() if x.strip()][-1]
     assert line.startswith("file size limit reached: File too large writing run/checkpoints/step-000001. ")
     assert "the last whole checkpoint are kept" in line
+    assert "`mage train` stopped" in line and line.endswith("rerun `mage train` with --resume auto, which continues "
+                                                             "from that checkpoint")
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == []  # no half-written checkpoint
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
