@@ -29,7 +29,9 @@ is an ``EntityInfo`` on which the engine sets ``id``, ``type``, ``name``, ``defi
 None; any other attribute is a method or Python's own (``{r.name.upper}`` would print a
 bound method's address). So the check accepts those five attributes of a variable only,
 ``+`` between two texts or two numbers only, and a name only where every derivation that
-reaches it binds it: a game that passes it derives every text it can reach without error.
+reaches it binds it: in a game that passes it, every expression the engine reaches evaluates
+without error (it also refuses a ``#rule#`` the grammar lacks and a rule whose alternatives
+all have conditions, on which TextWorld's derivation fails).
 
 The interpreter gives what ``eval`` gives for every expression it accepts (names are
 looked up in the template's variables, as TextWorld's ``locals()`` would find them).
@@ -54,6 +56,11 @@ EXPRESSION_RULE = ("a template variable (r), one of its text attributes ("
 
 #: The texts a game file must hold (TextWorld's PddlEnv.load reads them).
 GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem")
+#: The end of every refusal of a game's PDDL.
+PDDL_ADVICE = "regenerate the game (mage alfworld generate) or fix its PDDL"
+#: The end of every refusal of a grammar expression.
+CODE_ADVICE = ("A game folder is code: load only games you generated (mage alfworld generate) or trust "
+               "(docs/environments.md)")
 
 _NODES = (ast.Expression, ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.BoolOp, ast.Load, ast.Add,
           ast.Or, ast.And)
@@ -266,8 +273,7 @@ def scope_problems(actions: Mapping[str, Any], rules: Any,
             try:
                 bound = {placeholder.name for placeholder in Rule.parse_conjunctive_query(symbol.given).placeholders}
             except Exception as err:  # noqa: BLE001  (TatSu)
-                yield f"the grammar's {where}", f"has a query that does not parse ({symbol.given!r}: " \
-                                                f"{_first_line(err)})"
+                yield f"the grammar's {where}", f"has a query that does not parse ({_first_line(err)})"
                 continue
             stack.append((where, origin, symbol.expression, variables | bound))
         else:
@@ -346,13 +352,6 @@ def check_game_data(data: Any, where: str) -> None:
     except ValueError as err:  # a template that does not parse
         raise AlfWorldDataError(f"{where}: {err}") from None
     raise AlfWorldDataError(f"{where}: refused before loading: {site} {problem}. {CODE_ADVICE}")
-
-
-#: The end of every refusal of a game's PDDL.
-PDDL_ADVICE = "regenerate the game (mage alfworld generate) or fix its PDDL"
-#: The end of every refusal of a grammar expression.
-CODE_ADVICE = ("A game folder is code: load only games you generated (mage alfworld generate) or trust "
-               "(docs/environments.md)")
 
 
 def check_game_file(path: str) -> dict:
