@@ -144,8 +144,19 @@ def main() -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.flow == "sweep":
-        from flows.sweep import sweep
+        from flows.sweep import start_ray, sweep
 
+        if args.ray or os.environ.get("RAY_ADDRESS"):
+            import sys
+
+            from mage_core.backends.ray_local import RayStartError
+
+            try:
+                start_ray(args.project_dir, args.grid, args.vary, args.name, args.profile, args.overrides,
+                          args.max_concurrent)
+            except RayStartError as err:
+                print(f"Ray did not start: {err}", file=sys.stderr)
+                return 1
         result = sweep(args.project_dir, grid=args.grid, vary=args.vary, name=args.name, profile=args.profile,
                        overrides=args.overrides, max_concurrent=args.max_concurrent, ray=args.ray)
         print(f"sweep {result['name']} finished: summary in {result['report_dir']}")

@@ -182,5 +182,6 @@ def init_ray(max_concurrent: int) -> str:
         if address:
             ray.init(address=address, log_to_driver=True)
         else:
-            start_local_ray(max_concurrent, log_to_driver=True)  # listens on 127.0.0.1 only
+            start_local_ray(max_concurrent, without_ray="run the sweep without --ray",
+                            log_to_driver=True)  # listens on 127.0.0.1 only
     return address or "a local Ray instance"

@@ -47,6 +47,23 @@ def point_jobs(point: Any, parent_run_id: str | None) -> list[StageJob]:
             for stage, ups in mine.items()]
 
 
+def ray_slots(grid_plan: Any) -> int:
+    """Stages at once on Ray: ``sweep.max_concurrent``, at most one per point."""
+    return min(grid_plan.max_concurrent, len(grid_plan.points))
+
+
+def start_ray(project_dir: str, grid: str | None, vary: list[str], name: str | None, profile: str | None,
+              overrides: list[str], max_concurrent: int | None) -> None:
+    """Start (or connect to) the sweep's Ray before its flow runs (``python -m flows``), so that a
+    local instance that does not start is one line (``RayStartError``) instead of a failed flow
+    run's traceback; the flow then finds Ray initialized."""
+    from mage_core.stages.sweep import plan
+
+    grid_plan = plan(Path(project_dir).resolve() / "params.yaml", grid, vary, name, profile, overrides,
+                     max_concurrent)
+    init_ray(ray_slots(grid_plan))
+
+
 @flow(name="sweep", log_prints=True)
 def sweep(project_dir: str = ".", grid: str | None = None, vary: list[str] | None = None, name: str | None = None,
           profile: str | None = None, overrides: list[str] | None = None, max_concurrent: int | None = None,
@@ -59,7 +76,7 @@ def sweep(project_dir: str = ".", grid: str | None = None, vary: list[str] | Non
     grid_plan = plan(root / "params.yaml", grid, vary or (), name, profile, overrides or (), max_concurrent)
     prepare(root, grid_plan)
     use_ray = ray or bool(os.environ.get("RAY_ADDRESS"))
-    slots = min(grid_plan.max_concurrent, len(grid_plan.points)) if use_ray else local_concurrency(grid_plan)
+    slots = ray_slots(grid_plan) if use_ray else local_concurrency(grid_plan)
     where = init_ray(slots) if use_ray else "this machine"
     logger.info("sweep %s: %d point(s), %d at a time on %s", grid_plan.name, len(grid_plan.points), slots, where)
     tracking, _ = project_settings(root)

@@ -128,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         from mage_core.backends import BackendUnavailable
         from mage_core.backends.openai_generator import EndpointError
+        from mage_core.backends.ray_local import RayStartError
         from mage_core.evaluation.contracts import ContractError
         from mage_core.tracking.mlflow_tracker import TrackingUnavailable
         from mage_core.trainers.checkpoint import CheckpointError  # only on failure: it imports torch
@@ -136,10 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = {CheckpointError: "checkpoint error", TrackingUnavailable: "tracking unavailable",
                  ContractError: "data contract broken", NotImplementedError: "not built yet",
                  BackendUnavailable: "backend unavailable", EndpointError: "endpoint error",
-                 RendezvousError: "ranks cannot meet"}
+                 RendezvousError: "ranks cannot meet", RayStartError: "Ray did not start"}
         kind = next((name for cls, name in kinds.items() if isinstance(err, cls)), None)
         message = str(err)
-        full = _disk_problem(err)
+        full = _disk_problem(err, args)
         if full is not None:
             kind, message = full
         if kind is None:
@@ -159,17 +160,23 @@ DISK_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", e
                errno.EFBIG: "file size limit reached"}
 
 
-def _disk_problem(err: BaseException) -> tuple[str, str] | None:
+def _disk_problem(err: BaseException, args: argparse.Namespace) -> tuple[str, str] | None:
     """A full or read-only disk met during the work (the error or one it was raised from), as
-    (kind, one line naming the file and what is kept); None for any other error."""
+    (kind, one line naming the file, what is kept and how to rerun the command ``args`` ran);
+    None for any other error."""
     seen: BaseException | None = err
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_ERRNOS:
             where = f" writing {seen.filename}" if seen.filename else ""
+            # Only `mage train` keeps checkpoints, and only --resume continues from them.
+            command = " ".join(["mage", args.command, *filter(None, [getattr(args, f"{args.command}_command", None)])])
+            kept, rerun = (("the previous outputs and the last whole checkpoint are kept",
+                            f"rerun `{command}` with --resume auto, which continues from that checkpoint")
+                           if args.command == "train" else
+                           ("the previous outputs are kept", f"rerun the same `{command}` command"))
             return DISK_ERRNOS[seen.errno], (
-                f"{seen.strerror or seen}{where}. Files are written whole or not at all: the previous outputs and "
-                "the last whole checkpoint are kept; free space (or fix the folder) and rerun the same command "
-                "(`mage train --resume auto` continues from that checkpoint)")
+                f"{seen.strerror or seen}{where}. `{command}` stopped; files are written whole or not at all: "
+                f"{kept}; free space (or fix the folder) and {rerun}")
         seen = seen.__cause__ or seen.__context__
     return None
 

@@ -44,6 +44,9 @@ from typing import Any, Iterator
 LOOPBACK = "127.0.0.1"
 #: Ray's switch (``ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR``): "0" makes the node's IP loopback.
 CLUSTER_ENV_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+#: How long Ray waits for its GCS server to publish its port, in seconds (30 by default): a
+#: loaded machine may need longer, and 0 makes every start time out (what the tests do).
+GCS_WAIT_ENV_VAR = "RAY_gcs_server_port_wait_time_s"
 #: Ray's token-authentication switch: "token" or "disabled"; unset, a new local instance turns
 #: token authentication on (Ray >= 2.59) and writes "token" here.
 AUTH_MODE_ENV_VAR = "RAY_AUTH_MODE"
@@ -112,13 +115,38 @@ def _sync_auth_mode() -> None:
         Config.initialize("")  # re-reads the RAY_* variables, RAY_AUTH_MODE among them
 
 
-def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
+class RayStartError(RuntimeError):
+    """A local Ray instance did not start: the message says why (Ray's words) and what to try."""
+
+
+def _stop_what_it_left(before: set[int], ray_dir: str) -> None:
+    """Kill the processes a failed ``ray.init`` started and left running (its GCS server stays
+    up when Ray gives up waiting for it): this process's children that were not there before
+    and run Ray's code."""
+    import psutil
+
+    for child in psutil.Process().children():
+        if child.pid in before:
+            continue
+        try:
+            if ray_dir in " ".join([child.exe(), *child.cmdline()]):
+                child.kill()
+                child.wait(timeout=10)
+        except (psutil.Error, OSError):
+            pass  # gone already, or not ours to read
+
+
+def start_local_ray(num_cpus: int, *, without_ray: str = "run it without Ray", **init_kwargs: Any) -> None:
     """Start a new local Ray instance with ``num_cpus`` logical CPUs, no dashboard, listening
     on 127.0.0.1 only, whose processes die with this one; ``init_kwargs`` go to ``ray.init``
-    (``log_to_driver``, ``logging_level``). Stop it with ``shutdown_ray``.
+    (``log_to_driver``, ``logging_level``). Stop it with ``shutdown_ray``. ``without_ray``: how
+    the caller's command runs without Ray, named in the ``RayStartError`` raised when the
+    instance does not start (nothing of it is left running then).
 
     Never connects to an existing cluster (``address="local"``, whatever ``RAY_ADDRESS`` says).
     """
+    import psutil
+
     previous = os.environ.get(CLUSTER_ENV_VAR)
     os.environ[CLUSTER_ENV_VAR] = "0"  # before `import ray`, and inherited by the processes it starts
     try:
@@ -128,10 +156,22 @@ def start_local_ray(num_cpus: int, **init_kwargs: Any) -> None:
         _sync_auth_mode()
         enabled = ray_constants.ENABLE_RAY_CLUSTER
         ray_constants.ENABLE_RAY_CLUSTER = False  # read by services.get_node_ip_address at each call
+        before = {child.pid for child in psutil.Process().children()}
         try:
             with _in_own_group():  # dies with this process, kill -9 included
                 ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
                          _node_ip_address=LOOPBACK, **init_kwargs)
+        except Exception as err:
+            if ray.is_initialized():
+                ray.shutdown()
+            _stop_what_it_left(before, os.path.dirname(ray.__file__))
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            wait = os.environ.get(GCS_WAIT_ENV_VAR)
+            raise RayStartError(
+                f"a local Ray instance did not start ({reason}). Try the command again (a loaded machine starts "
+                f"Ray slowly); if it fails again, give Ray longer to start ({GCS_WAIT_ENV_VAR}, seconds: "
+                f"{'now ' + wait if wait is not None else '30 by default'}), check that the Ray temp folder "
+                f"({os.environ.get('RAY_TMPDIR', '/tmp')}) has free space, or {without_ray}") from err
         finally:
             ray_constants.ENABLE_RAY_CLUSTER = enabled
     finally:

@@ -147,7 +147,8 @@ class RayRolloutPool:
             if address:
                 ray.init(address=address, logging_level="WARNING")
             else:
-                start_local_ray(num_workers * cpus_per_worker, logging_level="WARNING")  # on 127.0.0.1 only
+                start_local_ray(num_workers * cpus_per_worker, without_ray="set rollout.workers: 0 (no Ray)",
+                                logging_level="WARNING")  # on 127.0.0.1 only
             self._started_ray = True
         try:
             model = generator.model

@@ -117,6 +117,26 @@ class Config(Strict):
         return {**data, "algorithm": {**values, **algorithm}}
 
     @model_validator(mode="after")
+    def _ood_suites_fit_the_env(self) -> "Config":
+        """A single-agent suite changes one env setting (``Task.ood_param``): the env section
+        with that value must pass its own rules (MineSweeper: mines that fit the board). A
+        setting the section does not hold (WebShop's and ALFWorld's ``split``) has none."""
+        problems = []
+        for game in GAMES:
+            param, section = task(game).ood_param, getattr(self.env, game)
+            if param not in type(section).model_fields:
+                continue
+            for name, suite in getattr(self.evaluation.ood, game).items():
+                try:
+                    type(section).model_validate({**section.model_dump(), param: getattr(suite, param)})
+                except ValidationError as err:
+                    problems += [_format_error({**e, "loc": ("evaluation", "ood", game, name, *e["loc"])})
+                                 for e in err.errors()]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _league_plays_kuhn(self) -> "Config":
         if not self.train.league.every:
             return self

@@ -9,6 +9,7 @@ code loads a real Qwen3-4B checkpoint copied to disk.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ from mage_core.io.atomic import hidden_os_error, replace_dir, sha256_file
 
 #: The file ``save_policy`` writes beside a policy's files: the SHA-256 of each, checked on load.
 MANIFEST = "mage-policy.json"
+#: The key ``save_policy`` adds to a policy's config.json (the manifest's name): a folder this
+#: project saved says so even once its manifest is gone; a downloaded model never holds it.
+SAVED_KEY = "mage_policy_manifest"
 #: What ``from_pretrained`` adds to a tokenizer's init kwargs (and ``save_pretrained`` would
 #: write into tokenizer_config.json): a resumed run's best/ must be the bytes of an uninterrupted one's.
 LOAD_ONLY_KWARGS = ("is_local", "local_files_only")
@@ -108,10 +112,14 @@ def build_tiny_qwen3(
 
 
 def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.PathLike[str],
-                state_dict: Mapping[str, torch.Tensor] | None = None) -> Path:
-    """Write model (safetensors) and tokenizer to ``directory``, atomically.
+                state_dict: Mapping[str, torch.Tensor] | None = None,
+                json_files: Mapping[str, Any] | None = None) -> Path:
+    """Write model (safetensors) and tokenizer to ``directory``, atomically, with the
+    manifest (``MANIFEST``) and the mark that this project saved it (``SAVED_KEY``).
     ``state_dict``: the weights to write instead of the model's own (whole weights
-    gathered from a ZeRO-3 engine, whose model holds only slices).
+    gathered from a ZeRO-3 engine, whose model holds only slices). ``json_files``: name ->
+    data of JSON files saved beside them (e.g. a warm start's ``warm_start.json``), in the
+    manifest like the rest: a policy folder holds nothing the manifest does not list.
 
     Everything is written to a temporary folder next to the target, which is then
     renamed into place; an existing ``directory`` is replaced only once the new
@@ -123,6 +131,9 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
             model.save_pretrained(staging, safe_serialization=True,
                                   state_dict=dict(state_dict) if state_dict is not None else None)
             tokenizer.save_pretrained(staging)
+            for name, data in (json_files or {}).items():
+                (staging / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            _mark_saved(staging / "config.json")
             write_manifest(staging)
     except Exception as err:
         io_error = hidden_os_error(err, target)
@@ -132,10 +143,26 @@ def save_policy(model: PreTrainedModel, tokenizer: Any, directory: str | os.Path
     return target
 
 
+def _mark_saved(config_file: Path) -> None:
+    """Add ``SAVED_KEY`` to a config.json, in the layout ``save_pretrained`` writes (sorted keys,
+    indent 2), so that saving a loaded policy again gives the same bytes."""
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config[SAVED_KEY] = MANIFEST
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def saved_by_this_project(directory: Path) -> bool:
+    """Whether the folder's config.json carries ``SAVED_KEY`` (False when it cannot be read:
+    the loader names that problem)."""
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and SAVED_KEY in config
+
+
 def write_manifest(directory: Path) -> None:
     """``MANIFEST`` in ``directory``: every file's SHA-256 (``verify_policy`` checks them)."""
-    import json
-
     files = {p.relative_to(directory).as_posix(): sha256_file(p)
              for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
     (directory / MANIFEST).write_text(json.dumps({"format": 1, "sha256": files}, indent=2, sort_keys=True) + "\n")
@@ -143,14 +170,16 @@ def write_manifest(directory: Path) -> None:
 
 def verify_policy(directory: str | os.PathLike[str]) -> bool:
     """Check a policy folder against the SHA-256 its ``MANIFEST`` recorded when it was
-    saved: ``ValueError`` naming the first file missing or changed. A folder without a
-    manifest (a downloaded model, or a policy saved before 2026-11-27) is not checked:
-    False; True when every recorded file matched."""
-    import json
-
+    saved: ``ValueError`` naming the first file missing, changed, or present but not listed.
+    A folder without a manifest is not checked (False) if nothing says this project saved it
+    (a downloaded model, or a policy saved before 2026-11-27); one whose config.json carries
+    ``SAVED_KEY`` has lost its manifest: ``ValueError``. True when every file matched."""
     path = Path(directory)
     manifest = path / MANIFEST
     if not manifest.is_file():
+        if saved_by_this_project(path):
+            raise ValueError(f"{manifest} is missing, yet {path / 'config.json'} says this project saved the "
+                             f"folder ({SAVED_KEY}): its files cannot be checked; restore the folder, or retrain")
         return False
     try:
         recorded = json.loads(manifest.read_text())["sha256"]
@@ -159,6 +188,12 @@ def verify_policy(directory: str | os.PathLike[str]) -> bool:
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{manifest} is unreadable ({error}): the policy's files cannot be checked; "
                          "save the policy again (retrain, or restore the folder)") from None
+    unlisted = sorted(rel for rel in (p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file())
+                      if rel != MANIFEST and rel not in recorded)
+    if unlisted:
+        more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+        raise ValueError(f"{path / unlisted[0]}{more} was not saved with the policy ({MANIFEST} does not list it): "
+                         f"a policy folder holds only what was saved there; remove it, or restore the folder")
     for name, digest in sorted(recorded.items()):
         file = path / name
         if not file.is_file():

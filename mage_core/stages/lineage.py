@@ -5,7 +5,8 @@ report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it 
 made from, and every code or params dependency whose hash in dvc.lock no longer
 matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
 report's digest is dvc.lock's; 1 otherwise, with what to run (``make run``, then
-commit reports/ and dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input.
+commit reports/ and dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input (a dvc.lock that
+is not one, a project DVC cannot read), in one line naming the file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from mage_core.config import ConfigError
-from mage_core.tracking.lineage import dvc_status, git_state, lock_digest, stale_deps
+from mage_core.tracking.lineage import LOCK_FIX, dvc_status, git_state, lock_digest, stale_deps
 
 #: How report.md states its origin (``report.lineage_line``), read back here.
 REPORT_LINE = re.compile(r"git commit `(?P<commit>[0-9a-f]{7,40})`.*?digest `(?P<digest>sha256:[0-9a-f]{64})`")
@@ -51,7 +52,11 @@ def check(project: Path, report: Path) -> list[str]:
     if digest is None:
         problems.append("no dvc.lock: nothing records which code and params produced the outputs")
     else:
-        for dep, stages in stale_deps(dvc_status(project), project).items():
+        try:
+            status = dvc_status(project)
+        except RuntimeError as err:  # DVC cannot read dvc.yaml, dvc.lock or params: a bad input
+            raise ConfigError("dvc status", [f"{err}; fix the file it names (dvc.lock: {LOCK_FIX})"]) from None
+        for dep, stages in stale_deps(status, project).items():
             named = ", ".join(stages[:3]) + (f" and {len(stages) - 3} more" if len(stages) > 3 else "")
             problems.append(f"{dep} since dvc.lock recorded it, for {len(stages)} stage(s): {named}")
     return problems

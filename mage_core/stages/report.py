@@ -74,6 +74,8 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     dvc.lock the report states."""
     if not runs:
         raise ValueError("no runs to report: pass at least one run name -> (env, method)")
+    # First: a dvc.lock that cannot be read stops the report before any file is written.
+    origin = lineage_line(Path.cwd() if project_dir is None else project_dir)
     tables = load_runs(eval_root, train_root, runs)
     missing = [run for run in runs if run not in settings]
     if missing:
@@ -87,7 +89,6 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     write_text_atomic(out_dir / "per_opponent.md", per_opponent_markdown(per_opponent(tables.episodes)))
     write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
     write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
-    origin = lineage_line(Path.cwd() if project_dir is None else project_dir)
     write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, eval_root, train_root,
                                                              {run: settings[run] for run in runs}, origin))
     write_json_atomic(out_dir / "metrics.json", metrics)

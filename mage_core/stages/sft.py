@@ -196,8 +196,8 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     finally:
         trainer.close()
     write_text_atomic(out / "demonstrations.jsonl", "".join(json.dumps(r) + "\n" for r in records))
-    save_policy(model, tokenizer, out / "model")
-    write_json_atomic(out / "model" / "warm_start.json", warm_start_record(cfg))  # what a run from it must match
+    # warm_start.json: what a run from it must match; saved with the policy, in its manifest.
+    save_policy(model, tokenizer, out / "model", json_files={"warm_start.json": warm_start_record(cfg)})
     attempts = trainer.train_settings.num_episodes
     summary = {
         "env": cfg.env.name,

@@ -334,6 +334,8 @@ def _open_logs(training: _Training, run_name: str | None) -> tuple[Any, StageTra
     params = {"config_digest": digest, **flatten(cfg.model_dump(mode="json"))}
     if jsonl is not None and not continued:
         jsonl.log_params(params)
+    elif jsonl is not None:  # a setting that cannot change results may differ: the log says so from here
+        jsonl.log_resumed_params(params, state.iteration)
     if mlflow_run is not None:  # tagged with where it resumed (a reopened run has its params already)
         if reopened is None:
             mlflow_run.log_params(params)

@@ -8,6 +8,13 @@ the same seeded training. Every key under ``train/time/`` or ``eval/time/``
 evaluation) is a timing: it goes to MLflow and the console, never to this log.
 On resume the log is cut back to the checkpoint's step, so a resumed run's log
 reads exactly like an uninterrupted one.
+
+The first line is the run's params record (``{"params": {...}}``: every setting, flat).
+A run resumed with a setting that cannot change its results changed (``tracking.*``,
+checkpoint spacing...: ``RESUME_INDEPENDENT_KEYS``) gets a second params record, with
+every setting as it is from then on and the step it was resumed after
+(``{"params": {...}, "resumed_after_step": N}``), so the log never claims the old value
+for the whole run; the last params record holds the settings in force at the end.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ class MetricLogger(Protocol):
     def close(self) -> None: ...
 
 
+#: The key of a params record written at a resume: the step the run was resumed after.
+RESUMED_AFTER = "resumed_after_step"
 #: Metric-key prefixes of wall-clock measurements (seconds, rates): MLflow and the console only.
 TIMING_PREFIXES = ("train/time/", "eval/time/")
 
@@ -56,7 +65,8 @@ class JsonlLogger:
         self._fh = self.path.open("a", encoding="utf-8")
 
     def truncate_after(self, step: int) -> None:
-        """Keep only records of steps <= ``step`` (params records are kept)."""
+        """Keep only records of steps <= ``step``: the run's params record, and a later one
+        only if written at a resume before ``step`` (the steps it describes are kept)."""
         if not self.path.exists():
             return
         kept = []
@@ -65,7 +75,10 @@ class JsonlLogger:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a line cut by a crash
-            if record.get("step") is None or record["step"] <= step:
+            if "params" in record:
+                if record.get(RESUMED_AFTER, -1) < step:
+                    kept.append(line)
+            elif record.get("step") is None or record["step"] <= step:
                 kept.append(line)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
@@ -73,6 +86,24 @@ class JsonlLogger:
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         self._write({"params": dict(params)})
+
+    def log_resumed_params(self, params: Mapping[str, Any], step: int) -> bool:
+        """On a resume after ``step``: a params record of ``params`` if they differ from the
+        last one the log holds (module docstring); whether one was written."""
+        current = json.loads(json.dumps(dict(params)))  # as the log stores them (tuples become lists)
+        last = None
+        if self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict) and "params" in record:
+                    last = record["params"]
+        if last == current:
+            return False
+        self._write({"params": current, RESUMED_AFTER: step})
+        return True
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         """One record of ``step`` without the timings; nothing when only timings were given."""

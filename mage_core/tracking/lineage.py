@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,9 +74,16 @@ def git_state(project_dir: Path, ignore: Sequence[str] = PIPELINE_WRITES) -> Git
     return GitState(head.strip(), None if status is None else bool(status.strip()))
 
 
+#: What to do about a dvc.lock that cannot be read (every message about one ends with it).
+LOCK_FIX = "restore the committed one (`git checkout -- dvc.lock`) or rerun the pipeline (`make run`)"
+
+
 def lock_digest(lock_path: Path, exclude: Sequence[str] = REPORT_STAGES) -> str | None:
     """``sha256:<hex>`` of dvc.lock's stage entries but ``exclude``'s; None without a
-    lock file. Raises ValueError naming the file when it is not a dvc.lock."""
+    lock file. Raises ConfigError (one line naming the file) when it is not a dvc.lock:
+    a bad input, found before any work (exit 2)."""
+    from mage_core.config import ConfigError
+
     lock_path = Path(lock_path)
     if not lock_path.is_file():
         return None
@@ -84,10 +92,15 @@ def lock_digest(lock_path: Path, exclude: Sequence[str] = REPORT_STAGES) -> str 
     try:
         data = yaml.safe_load(lock_path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
-        raise ValueError(f"{lock_path}: not valid YAML ({err})") from err
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = f"not valid YAML{where} ({getattr(err, 'problem', None) or 'unreadable'})"
+        raise ConfigError(str(lock_path), [f"{lock_path}: {problem}; {LOCK_FIX}"]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(str(lock_path), [f"{lock_path}: not UTF-8 text ({err.reason}); {LOCK_FIX}"]) from None
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):
-        raise ValueError(f"{lock_path}: not a dvc.lock (no 'stages' mapping)")
+        raise ConfigError(str(lock_path), [f"{lock_path}: not a dvc.lock (no 'stages' mapping); {LOCK_FIX}"])
     kept = {name: entry for name, entry in stages.items() if name not in exclude}
     canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -106,8 +119,10 @@ def dvc_status(project_dir: Path) -> dict[str, Any]:
                           capture_output=True, text=True, check=False,
                           env={**os.environ, "DVC_NO_ANALYTICS": "1"})
     if done.returncode != 0:
-        raise RuntimeError(f"`dvc status --json` failed in {project_dir} (exit {done.returncode}): "
-                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        # DVC's message, on one line: its code excerpts (``  2 stages: ...``) left out.
+        said = " ".join(line.strip() for line in (done.stderr or done.stdout).splitlines()
+                        if line.strip() and not re.match(r"\s+\d+ ", line))
+        raise RuntimeError(f"`dvc status --json` failed in {project_dir} (exit {done.returncode}): {said[-2000:]}")
     try:
         return json.loads(done.stdout or "{}")
     except json.JSONDecodeError as err:

@@ -141,3 +141,108 @@ def test_a_file_that_is_no_game_is_refused_with_one_line(games: Path, tmp_path: 
     expected = {"list": "a JSON list, not a game", "no_grammar": "no grammar text in it",
                 "broken_grammar": "its grammar does not parse", "not_json": "unreadable game file"}[case]
     assert "refused" in out and expected in out and "Traceback" not in out
+
+
+def _spoil(games: Path, root: Path, change) -> Path:
+    """A copy of one generated game under ``root``/train with ``change`` applied to its JSON."""
+    gamefile = _copy_game(games, root / "train")
+    data = json.loads(gamefile.read_text())
+    change(data)
+    gamefile.write_text(json.dumps(data))
+    return gamefile
+
+
+def _refused_by_check_and_by_train(root: Path, gamefile: Path, expected: list[str], capsys,
+                                   project_root: Path) -> None:
+    """``mage alfworld check`` and ``mage train`` on ``root``: exit 2, one line naming the file and
+    ``expected``, before anything is loaded or written."""
+    assert main(["alfworld", "check", str(root)]) == 2
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("refused")]
+    assert str(gamefile) in line and all(part in line for part in expected), line
+    assert "Traceback" not in out
+    trained = root.parent / "trained"
+    assert main(["train", "--params", str(project_root / "params.yaml"), "--out", str(trained), "--set",
+                 "env.name=alfworld", "--set", f"env.alfworld.data_path={root}"]) == 2
+    err = capsys.readouterr().err
+    (problem,) = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert problem.startswith("  - env.alfworld.data_path: ") and str(gamefile) in problem
+    assert all(part in problem for part in expected) and not trained.exists()
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("{r.name}", "{open}", ["the grammar's rule", "holds 'open', and 'open' is no variable there"]),
+    ("{r.name}", "{r.name.upper}", ["the grammar's rule 'GotoLocation.feedback'",
+                                    "'r.name.upper' reads .upper of r.name"]),
+    # r is a variable of many texts, but not of the intro's, which is derived with none.
+    ("Your task is to: ", "Your task is to: {r.name} ",
+     ["the grammar's rule 'task' holds 'r.name', and 'r' is no variable there when it is derived for the intro "
+      "(it has none)"]),
+], ids=["a builtin", "a method", "a variable out of scope"])
+def test_an_expression_the_engine_would_not_play_is_refused_before_loading(
+        games: Path, tmp_path: Path, capsys, project_root: Path, old: str, new: str, expected: list[str]) -> None:
+    """Issue 39: {open} (TextWorld's eval finds the builtin; the engine's interpreter knows only the
+    template's variables) and {r.name.upper} (a bound method, printed with its address) passed the
+    check; the first was then played as "Nothing happens." after every action, the second printed
+    "<built-in method upper of str object at 0x...>". A name is a variable only where the
+    derivation that reaches it binds it."""
+    root = tmp_path / "hostile"
+    gamefile = _spoil(games, root, lambda data: data.update(grammar=data["grammar"].replace(old, new)))
+    _refused_by_check_and_by_train(root, gamefile, expected, capsys, project_root)
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    ("#examineReceptacle.feedback#", "#examineReceptacle.feedbak#",
+     "names #examineReceptacle.feedbak#, a rule the grammar does not hold"),
+    ('"rhs": "On the {r.name}', '"condition": "openable(r:receptacle)", "rhs": "On the {r.name}',
+     "the grammar's rule 'examineReceptacle.feedback' has a condition on every alternative"),
+    ('"condition": "openable(r:receptacle) & opened(r:receptacle)"', '"condition": "openable(r:receptacle"',
+     "has a condition that does not parse"),
+    ("action look {", "action peek {", "the PDDL domain's action 'look' has no command in the grammar"),
+], ids=["an unknown rule", "no unconditional alternative", "a condition that does not parse",
+        "an action without command"])
+def test_a_grammar_the_engine_could_not_derive_is_refused_before_loading(
+        games: Path, tmp_path: Path, capsys, old: str, new: str, expected: str) -> None:
+    """What TextWorld's derivation would fail on besides an expression (CSGUnknownSymbolError, an
+    IndexError where no alternative holds, TatSu's parse error, a KeyError): refused by the check."""
+    root = tmp_path / "broken"
+    gamefile = _spoil(games, root, lambda data: data.update(grammar=data["grammar"].replace(old, new)))
+    assert main(["alfworld", "check", str(root)]) == 2
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("refused")]
+    assert str(gamefile) in line and expected in line, line
+
+
+def test_an_expression_the_check_accepts_plays_as_textworlds_eval_would(games: Path, tmp_path: Path) -> None:
+    """The other side of the rule: what passes the check is played, and gives what eval gives."""
+    arrive = "You arrive at {r.name}."
+    richer = "You arrive at {r.definite + ' ' + (r.name or r.id) + ', ' + r.indefinite + ' ' + r.type}."
+    gamefile = _spoil(games, tmp_path / "games",
+                      lambda data: data.update(grammar=data["grammar"].replace(arrive, richer)))
+    assert main(["alfworld", "check", str(tmp_path / "games")]) == 0
+    env = G.make_play_env()
+    env.load(str(gamefile))
+    state = env.reset()
+    command = next(c for c in state["admissible_commands"] if c.startswith("go to "))
+    state, _, _ = env.step(command)
+    place = command.removeprefix("go to ")
+    assert state["feedback"].startswith(f"You arrive at the {place}, a receptacle.")
+
+
+def _undeclared_predicate(data: dict) -> None:
+    at = data["pddl_problem"].index("(:goal")
+    problem = data["pddl_problem"]
+    data["pddl_problem"] = problem[:at] + problem[at:].replace("(objectType ", "(objectTypo ", 1)
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda data: data.update(pddl_problem=data["pddl_problem"][:data["pddl_problem"].rindex(")")]),
+     ["refused before loading: its pddl_problem does not parse (fast-downward: ParseError: Missing ')')"]),
+    (_undeclared_predicate, ["no task fast-downward reads (Undeclared predicate: objecttypo)"]),
+], ids=["unparsable problem", "undeclared predicate"])
+def test_pddl_that_fast_downward_cannot_read_is_refused_naming_the_file(
+        games: Path, tmp_path: Path, capsys, project_root: Path, change, expected: list[str]) -> None:
+    """Issue 39: a pddl_problem that does not parse ended in fast-downward's ParseError traceback, and
+    an undeclared predicate in "Undeclared predicate: objecttypo" (its SystemExit) naming no file."""
+    root = tmp_path / "broken"
+    gamefile = _spoil(games, root, change)
+    _refused_by_check_and_by_train(root, gamefile, expected, capsys, project_root)

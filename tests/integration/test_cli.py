@@ -54,6 +54,17 @@ def test_bad_params_exit_2_and_write_nothing(tmp_path: Path, mage_cmd: list[str]
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["params.yaml", "reports", "tournament.json"]
 
 
+def test_too_many_mines_for_the_board_is_one_line_before_any_work(
+        project_root: Path, mage_cmd: list[str], tmp_path: Path) -> None:
+    """Issue 39: 35 mines on a 6 x 6 board ended in a ValueError traceback while the
+    tokenizer's corpus was played (the first reveal is safe, so no cell was left to play)."""
+    out = run([*mage_cmd, "train", "--params", str(project_root / "params.yaml"), "--out", str(tmp_path / "out"),
+               "--set", "env.name=minesweeper", "--set", "env.minesweeper.num_mines=35"], tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "env.minesweeper.num_mines: at most 34 on a 6 x 6 board" in out.stderr
+    assert "Traceback" not in out.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_partial_adhoc_match_is_a_usage_error(project_root: Path, mage_cmd: list[str], tmp_path: Path) -> None:
     out = run([*mage_cmd, "tournament", "--params", str(project_root / "params.yaml"), "--game", "kuhn_poker",
                "--a", "cfr", "--out", str(tmp_path / "t.json")], tmp_path)

@@ -105,6 +105,20 @@ def test_sokoban_ood_suites_change_the_number_of_boxes(policy: Path, tmp_path: P
     assert set(trials.opponent) == {"none"}
 
 
+def test_an_ood_suite_with_more_mines_than_the_board_holds_is_one_line_before_any_work(
+        policy: Path, tmp_path: Path, project_root: Path, mage_cmd: list[str]) -> None:
+    """Issue 39: an OOD suite of 36 mines on a 6 x 6 board ended in a ValueError traceback."""
+    import subprocess
+
+    out = subprocess.run([*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy",
+                          str(policy), "--out", str(tmp_path / "out"), "--suites", "ood", "--per-pair", "1",
+                          "--set", "env.name=minesweeper", "--set", "evaluation.ood.minesweeper.many.num_mines=36"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert "evaluation.ood.minesweeper.many.num_mines: at most 34 on a 6 x 6 board" in out.stderr
+    assert "Traceback" not in out.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_policy_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="holds no model"):
         evaluate(parse_config(PARAMS), tmp_path / "nowhere", tmp_path / "out")
@@ -129,6 +143,36 @@ def test_a_corrupted_policy_stops_before_any_work_and_writes_nothing(policy: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("damage", ["manifest deleted", "a file added"])
+def test_a_saved_policy_without_its_manifest_or_with_an_extra_file_is_one_line_before_any_work(
+        policy: Path, tmp_path: Path, project_root: Path, mage_cmd: list[str], damage: str) -> None:
+    """Issue 39: best/ with a bit flipped and its mage-policy.json deleted was evaluated (exit 0), and
+    a file the manifest does not list was accepted."""
+    import shutil
+    import subprocess
+
+    from mage_core.policy.model import MANIFEST
+
+    copy = tmp_path / "best"
+    shutil.copytree(policy, copy)
+    data = bytearray((copy / "model.safetensors").read_bytes())
+    data[-7] ^= 0x01
+    if damage == "manifest deleted":
+        (copy / "model.safetensors").write_bytes(bytes(data))
+        (copy / MANIFEST).unlink()
+        expected = f"--policy: {copy / MANIFEST} is missing, yet {copy / 'config.json'} says this project saved the"
+    else:
+        (copy / "model-00002.safetensors").write_bytes(bytes(data))
+        expected = f"--policy: {copy / 'model-00002.safetensors'} was not saved with the policy ({MANIFEST} does not"
+    out = subprocess.run([*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy", str(copy),
+                          "--out", str(tmp_path / "out"), "--set", "env.name=kuhn_poker", "--set",
+                          "tracking.mlflow=false"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr
+    (problem,) = [line for line in out.stderr.splitlines() if line.startswith("  - ")]
+    assert problem.startswith(f"  - {expected}"), problem
+    assert "Traceback" not in out.stderr and not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "empty", "no weights"])
 def test_a_damaged_policy_without_a_manifest_is_one_line_before_any_work(policy: Path, tmp_path: Path,
                                                                          damage: str) -> None:
@@ -136,11 +180,14 @@ def test_a_damaged_policy_without_a_manifest_is_one_line_before_any_work(policy:
     empty or missing its weights used to end in a traceback."""
     import shutil
 
-    from mage_core.policy.model import MANIFEST
+    from mage_core.policy.model import MANIFEST, SAVED_KEY
 
     copy = tmp_path / "downloaded"
     shutil.copytree(policy, copy)
     (copy / MANIFEST).unlink()
+    config = json.loads((copy / "config.json").read_text())
+    del config[SAVED_KEY]  # a downloaded model: nothing says this project saved it
+    (copy / "config.json").write_text(json.dumps(config))
     weights = copy / "model.safetensors"
     if damage == "truncated":
         weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
@@ -227,6 +274,36 @@ def test_an_unwritable_out_stops_before_any_work(policy: Path, tmp_path: Path, m
     with pytest.raises(ConfigError, match=r"holds files `mage evaluate` does not write \(notes.txt\)"):
         evaluate(parse_config(PARAMS), policy, tmp_path / "other", "in_domain", per_opponent_seat=1)
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+
+
+def test_a_full_disk_during_mage_evaluate_names_the_command_to_rerun(policy: Path, tmp_path: Path,
+                                                                     project_root: Path, mage_cmd: list[str]) -> None:
+    """Issue 39: a full disk during `mage evaluate` (here `ulimit -f`: every file over 4 kB fails, as on
+    a full disk) advised `mage train --resume auto`. One line names the command that stopped and how
+    to rerun it; the previous outputs are kept (a rerun that has room replaces them whole: the test
+    below)."""
+    import resource
+    import subprocess
+
+    out = tmp_path / "eval"
+    evaluate(parse_config(PARAMS), policy, out, "in_domain", per_opponent_seat=1)
+    before = _snapshot(out)
+    cmd = [*mage_cmd, "evaluate", "--params", str(project_root / "params.yaml"), "--policy", str(policy), "--out",
+           str(out), "--suites", "in_domain", "--per-pair", "2", "--set", "env.name=kuhn_poker", "--set",
+           "tracking.mlflow=false"]
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    full = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, preexec_fn=small_files, timeout=300)
+    assert full.returncode == 1, full.stderr[-2000:]
+    assert "Traceback" not in full.stderr
+    line = [x for x in full.stderr.splitlines() if x.strip()][-1]
+    assert line.startswith("file size limit reached: ") and "`mage evaluate` stopped" in line, line
+    assert line.endswith("the previous outputs are kept; free space (or fix the folder) and rerun the same "
+                         "`mage evaluate` command"), line
+    assert "mage train" not in line and "--resume" not in line
+    assert _snapshot(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["eval"]
 
 
 def test_disk_full_midway_leaves_the_previous_outputs_whole(policy: Path, tmp_path: Path,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_core.config import ConfigError
 from mage_core.stages.lineage import report_claims
 from mage_core.stages.report import lineage_line
 from mage_core.tracking.lineage import git_state, lock_digest
@@ -125,5 +126,30 @@ def test_the_lock_digest_ignores_the_reports_own_entry_and_layout(tmp_path: Path
     assert lock_digest(lock) != digest
     assert lock_digest(tmp_path / "absent.lock") is None
     lock.write_text("[1, 2]\n")
-    with pytest.raises(ValueError, match="not a dvc.lock"):
+    with pytest.raises(ConfigError, match="not a dvc.lock"):
         lock_digest(lock)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("schema: '2.0'\nstages: {make: [1,\n", "dvc.lock: not valid YAML at line 3, column 1"),
+    ("- a list\n", "dvc.lock: not a dvc.lock (no 'stages' mapping)"),
+    ("schema: '2.0'\nstages: {make: 5}\n", "'./dvc.lock' validation failed. expected a dictionary"),
+])
+def test_a_dvc_lock_that_cannot_be_read_is_one_line_naming_it(repo: Path, text: str, expected: str) -> None:
+    """Issue 39: a dvc.lock that is not valid YAML (or not one DVC reads) ended in a traceback."""
+    (repo / "dvc.lock").write_text(text)
+    done = lineage(repo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 1 and expected in problems[0], done.stderr
+    assert "git checkout -- dvc.lock" in problems[0] and "Traceback" not in done.stderr
+
+
+def test_mage_report_stops_on_a_dvc_lock_that_cannot_be_read_before_writing_a_file(tmp_path: Path) -> None:
+    from mage_core.stages.report import report
+
+    (tmp_path / "dvc.lock").write_text("stages: {make: [1,\n")
+    with pytest.raises(ConfigError, match="dvc.lock: not valid YAML"):
+        report({"kuhn_poker-mage": ("kuhn_poker", "mage")}, tmp_path / "eval", None, tmp_path / "reports", {},
+               project_dir=tmp_path)
+    assert not (tmp_path / "reports").exists()

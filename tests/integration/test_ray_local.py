@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -20,6 +21,9 @@ import pytest
 from mage_core.backends.ray_local import CLUSTER_ENV_VAR, start_local_ray
 
 pytestmark = pytest.mark.integration
+
+#: Ray's own setting: how long it waits for its GCS server to publish its port (0: every start times out).
+GCS_WAIT_ENV_VAR = "RAY_gcs_server_port_wait_time_s"
 
 
 def _listening(process: psutil.Process) -> set[tuple[str, int]]:
@@ -127,3 +131,55 @@ def test_instances_one_after_another_in_one_process_whatever_the_auth_mode(monke
             ray.shutdown()
         modes.append(os.environ.get("RAY_AUTH_MODE"))
     assert modes == ["token", "disabled", "token"]  # unset: Ray's own default, token
+
+
+def _ray_children(ray_dir: str) -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if ray_dir in " ".join([child.exe(), *child.cmdline()]):
+                found.append(child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def test_an_instance_that_does_not_start_in_time_is_one_error_and_leaves_nothing(
+        monkeypatch: pytest.MonkeyPatch, ray_slot: None) -> None:
+    """Issue 39: Ray timing out at start (here: its wait for the GCS server's port made 0 s,
+    Ray's own setting) ended in a raw traceback and left the GCS server running beside the
+    driver. Now: a RayStartError saying why and what to try; nothing of it runs; the next
+    start in the same process works."""
+    import ray
+
+    assert not ray.is_initialized(), "a Ray instance from another test is still running in this process"
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv(GCS_WAIT_ENV_VAR, "0")
+    ray_dir = os.path.dirname(ray.__file__)
+    with pytest.raises(Exception) as raised:
+        start_local_ray(1, without_ray="set rollout.workers: 0", logging_level="WARNING")
+    assert type(raised.value).__name__ == "RayStartError", raised.value  # what the command line names
+    message = str(raised.value)
+    assert message.startswith("a local Ray instance did not start (Timed out waiting for file ")
+    assert "\n" not in message
+    assert f"{GCS_WAIT_ENV_VAR}, seconds: now 0" in message and message.endswith("or set rollout.workers: 0")
+    assert not ray.is_initialized() and _ray_children(ray_dir) == []
+    monkeypatch.delenv(GCS_WAIT_ENV_VAR)
+    start_local_ray(1, logging_level="WARNING")
+    ray.shutdown()
+
+
+def test_mage_train_whose_rollout_workers_cannot_start_ray_is_one_line(
+        tmp_path: Path, project_root: Path, mage_cmd: list[str], ray_slot: None) -> None:
+    """The same through ``mage train`` with ``rollout.workers`` > 0: one line with the cause and what
+    to try (rollout.workers: 0 among it), exit 1 (a failure during the work), no traceback."""
+    import subprocess
+
+    done = subprocess.run([*mage_cmd, "train", "--params", str(project_root / "params.yaml"), "--out",
+                           str(tmp_path / "run"), "--set", "rollout.workers=2", "--set", "tracking.mlflow=false"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, GCS_WAIT_ENV_VAR: "0", "RAY_USAGE_STATS_ENABLED": "0"})
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Ray did not start: a local Ray instance did not start ("), lines
+    assert "set rollout.workers: 0" in lines[0]

@@ -73,6 +73,26 @@ def test_sft_writes_a_warm_start_that_a_training_run_starts_from(tmp_path: Path)
     assert problems[2].startswith(f"model.init: {model_dir}'s vocabulary lacks ")
     assert not (tmp_path / "other" / "policy-init").exists()
 
+    # Issue 39: warm_start.json is saved with the policy (its manifest lists it); a warm start that
+    # gained a file, or lost its manifest, is refused in one line naming it, before anything is built.
+    import shutil
+
+    from mage_core.policy.model import MANIFEST
+
+    assert "warm_start.json" in json.loads((model_dir / MANIFEST).read_text())["sha256"]
+    damaged = tmp_path / "damaged"
+    shutil.copytree(model_dir, damaged)
+    (damaged / "notes.txt").write_text("x")
+    (damaged / MANIFEST).unlink()
+    for expected in (f"{damaged / MANIFEST} is missing, yet {damaged / 'config.json'} says this project saved",
+                     f"{damaged / 'notes.txt'} was not saved with the policy ({MANIFEST} does not list it)"):
+        with pytest.raises(ConfigError) as err:
+            build_policy(parse_config({**SMALL, "model": {"init": str(damaged)}}), tmp_path / "from-damaged")
+        (problem,) = err.value.problems
+        assert problem.startswith(f"model.init: {damaged}: {expected}"), problem
+        assert not (tmp_path / "from-damaged").exists()
+        shutil.copy2(model_dir / MANIFEST, damaged / MANIFEST)
+
 
 def test_what_keeps_a_task_from_a_warm_start_is_named() -> None:
     with pytest.raises(ConfigError) as err:

@@ -119,3 +119,23 @@ def test_a_bad_point_stops_the_sweep_before_anything_is_written(project: Path) -
     assert "unknown method preset 'nope'" in problems and "points nope-0_001, nope-m1" in problems
     assert "train.learning_rate: Input should be greater than 0 (got -1) (points mage-m1, nope-m1)" in problems
     assert not (project / "artifacts" / "sweeps" / "bad-smoke").exists()
+
+
+def test_mage_sweep_ray_whose_local_instance_does_not_start_is_one_line(
+        tmp_path: Path, copy_project: Callable[[Path], Path], mage_cmd: list[str], ray_slot: None) -> None:
+    """Issue 39: a local Ray instance that timed out at start ended the sweep's flow in a raw
+    traceback (the flow run's and Python's). Ray is now started before the flow runs (Ray's own
+    setting makes its wait 0 s here): one line with the cause and what to try, exit 1."""
+    import subprocess
+
+    project = copy_project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    done = subprocess.run([*mage_cmd, "sweep", "--vary", "algorithm.preset=[mage,grpo]", "--name", "pair",
+                           "--profile", "smoke", "--set", "env.name=kuhn_poker", "--max-concurrent", "2", "--ray"],
+                          cwd=project, capture_output=True, text=True, timeout=300,
+                          env={**env, "RAY_gcs_server_port_wait_time_s": "0", "RAY_USAGE_STATS_ENABLED": "0"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("Ray did not start")]
+    assert "a local Ray instance did not start (Timed out waiting for file" in line
+    assert line.endswith("or run the sweep without --ray")

@@ -357,7 +357,30 @@ def test_a_full_disk_is_one_line_and_a_rerun_finishes(tmp_path: Path, project_ro
     line = [x for x in full.stderr.splitlines() if x.strip()][-1]
     assert line.startswith("file size limit reached: File too large writing run/checkpoints/step-000001. ")
     assert "the last whole checkpoint are kept" in line
+    assert "`mage train` stopped" in line and line.endswith("rerun `mage train` with --resume auto, which continues "
+                                                             "from that checkpoint")
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == []  # no half-written checkpoint
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 3
+
+
+def test_a_resume_with_tracking_toggled_records_the_change_in_metrics_jsonl(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 39: tracking keys are resume-independent (RESUME_INDEPENDENT_KEYS), and after a resume
+    with tracking.mlflow true -> false the first line of metrics.jsonl (the run's params) still said
+    true for the whole run. Now a params record after the resume's step says false from there."""
+    from mage_core.evaluation.aggregate import _read_jsonl
+
+    monkeypatch.chdir(tmp_path)  # the MLflow store of the first part: ./mlflow.db
+    short = {**PARAMS, "train": {**PARAMS["train"], "iterations": 2, "eval_every": 0}}
+    train(parse_config({**short, "tracking": {"mlflow": True}}), tmp_path / "run", stop_after=1)
+    train(parse_config({**short, "tracking": {"mlflow": False}}), tmp_path / "run", resume=True)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    params = [(i, r) for i, r in enumerate(records) if "params" in r]
+    assert [i for i, _ in params] == [0, [i for i, r in enumerate(records) if r.get("step") == 2][0] - 1]
+    (_, first), (_, resumed) = params
+    assert first["params"]["tracking.mlflow"] is True and "resumed_after_step" not in first
+    assert resumed["params"]["tracking.mlflow"] is False and resumed["resumed_after_step"] == 1
+    assert {k for k in first["params"] if first["params"][k] != resumed["params"][k]} == {"tracking.mlflow"}
+    assert _read_jsonl(tmp_path / "run" / "metrics.jsonl")[0]["tracking.mlflow"] is False  # the end's settings

@@ -37,6 +37,13 @@ def test_every_generated_expression_is_accepted_and_equals_eval(expression: str)
     "r.__class__",
     "open('x')",
     "r.name.upper()",
+    "r.name.upper",  # a bound method: eval prints its address (issue 39)
+    "'x'.join",
+    "r.adj",  # None in TextWorld's PDDL engine
+    "r.name + 1",  # TypeError when played
+    "r + ' 1'",
+    "(r.name or 1) + 'x'",
+    "True",
     "[x for x in ()]",
     "lambda: 0",
     "r if r else o",

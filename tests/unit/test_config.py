@@ -58,6 +58,12 @@ BROKEN: list[tuple[str, list[str]]] = [
         ["tracking.system_metrics: Input should be a valid boolean",
          "tracking.register_models: Input should be a valid boolean"],
     ),
+    # The first reveal is safe and one more safe cell must be left: at most board_size ** 2 - 2 mines.
+    ("env: {minesweeper: {num_mines: 35}}", ["env.minesweeper.num_mines: at most 34 on a 6 x 6 board"]),
+    (
+        "env: {minesweeper: {board_size: 4}}\nevaluation: {ood: {minesweeper: {many: {num_mines: 15}}}}",
+        ["evaluation.ood.minesweeper.many.num_mines: at most 14 on a 4 x 4 board"],
+    ),
 ]
 
 

@@ -173,6 +173,21 @@ def test_stalling_into_the_turn_limit_pays_the_legal_floor() -> None:
     assert rewards[:2] == [0.5, 0.0] and sum(rewards) == pytest.approx(-0.1)
 
 
+@pytest.mark.parametrize("size", [3, 6, 9])
+def test_the_schema_allows_every_count_of_mines_a_board_can_be_drawn_with(size: int) -> None:
+    from mage_core.config import ConfigError, parse_config
+
+    most = size ** 2 - 2
+    cfg = parse_config({"env": {"minesweeper": {"board_size": size, "num_mines": most}}})
+    board = draw_board(np.random.default_rng(0), size, size, cfg.env.minesweeper.num_mines)
+    assert not board.won and len(board.closed()) == most + 1  # one safe cell left to find
+    with pytest.raises(ConfigError, match=f"env.minesweeper.num_mines: at most {most} on a {size} x {size} board"):
+        parse_config({"env": {"minesweeper": {"board_size": size, "num_mines": most + 1}}})
+    with pytest.raises(ConfigError, match=f"evaluation.ood.minesweeper.more.num_mines: at most {most} "):
+        parse_config({"env": {"minesweeper": {"board_size": size}},
+                      "evaluation": {"ood": {"minesweeper": {"more": {"num_mines": most + 1}}}}})
+
+
 def test_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="num_mines must be in 1..34"):
         MineSweeperSettings(num_mines=40)

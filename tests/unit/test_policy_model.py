@@ -11,7 +11,15 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, Qwen3ForCausalLM
 
-from mage_core.policy.model import MANIFEST, TinyModelSpec, build_tiny_qwen3, load_policy, save_policy, verify_policy
+from mage_core.policy.model import (
+    MANIFEST,
+    SAVED_KEY,
+    TinyModelSpec,
+    build_tiny_qwen3,
+    load_policy,
+    save_policy,
+    verify_policy,
+)
 from mage_core.policy.tokenizer import build_tokenizer
 from tests.envcases import Case
 
@@ -225,6 +233,14 @@ def test_save_replaces_an_existing_policy_and_a_failed_save_changes_nothing(tok,
     assert torch.equal(kept.model.embed_tokens.weight, second.model.embed_tokens.weight)
 
 
+def _as_downloaded(folder: Path) -> None:
+    """A saved policy made to look like a downloaded model: no manifest, no mark of this project."""
+    os.remove(folder / MANIFEST)
+    config = json.loads((folder / "config.json").read_text())
+    del config[SAVED_KEY]
+    (folder / "config.json").write_text(json.dumps(config))
+
+
 def test_load_errors_name_the_problem(tok, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_policy(tmp_path / "nowhere")
@@ -232,7 +248,7 @@ def test_load_errors_name_the_problem(tok, tmp_path: Path) -> None:
         load_policy(tmp_path)
     target = tmp_path / "policy"
     save_policy(_build(tok), tok, target)
-    os.remove(target / MANIFEST)  # the checks below are the loader's own, as for a downloaded model
+    _as_downloaded(target)  # the checks below are the loader's own, as for a downloaded model
     config = json.loads((target / "config.json").read_text())
 
     (target / "config.json").write_text(json.dumps({**config, "hidden_size": 32}))
@@ -275,8 +291,36 @@ def test_a_saved_policy_is_checked_against_its_digests_when_loaded(tok, tmp_path
     (target / MANIFEST).write_text("{")
     with pytest.raises(ValueError, match="unreadable"):
         verify_policy(target)
+
+
+def test_a_saved_policy_that_lost_its_manifest_or_gained_a_file_is_refused(tok, tmp_path: Path) -> None:
+    """Issue 39: with its manifest deleted, a saved policy whose weights had a bit flipped loaded
+    unchecked; a file the manifest does not list was accepted. A downloaded model (no mark of
+    this project in its config.json) still loads unchecked."""
+    target = tmp_path / "policy"
+    save_policy(_build(tok, seed=5), tok, target, json_files={"warm_start.json": {"env.name": "sokoban"}})
+    recorded = json.loads((target / MANIFEST).read_text())["sha256"]
+    assert "warm_start.json" in recorded  # saved with the policy: checked like its other files
+    assert json.loads((target / "config.json").read_text())[SAVED_KEY] == MANIFEST
+    for extra in ("notes.txt", "sub/extra.safetensors"):
+        (target / extra).parent.mkdir(exist_ok=True)
+        (target / extra).write_text("x")
+        with pytest.raises(ValueError, match=rf"{target / extra} was not saved with the policy \({MANIFEST} does not"):
+            load_policy(target)
+        (target / extra).unlink()
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    weights.write_bytes(bytes(data))
     os.remove(target / MANIFEST)
-    assert verify_policy(target) is False  # no manifest (a downloaded model): nothing to check against
+    with pytest.raises(ValueError, match=rf"{target / MANIFEST} is missing, yet {target / 'config.json'} says this "
+                                         rf"project saved the folder \({SAVED_KEY}\)"):
+        load_policy(target)
+    config = json.loads((target / "config.json").read_text())
+    del config[SAVED_KEY]  # what a downloaded model's config.json is: nothing says this project saved it
+    (target / "config.json").write_text(json.dumps(config))
+    assert verify_policy(target) is False
+    load_policy(target)  # unchecked, as docs/faults.md says of a downloaded model
 
 
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tok, tmp_path: Path) -> None:
