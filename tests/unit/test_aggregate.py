@@ -325,3 +325,19 @@ def test_ablation_table_names_a_point_without_an_in_domain_evaluation(roots: tup
     tables = load_runs(*roots, RUNS)
     with pytest.raises(ValueError, match="point nowhere: no in_domain population rows"):
         ablation_table(tables.episodes, {"kuhn-mage": {}, "nowhere": {}})
+
+
+def test_the_later_attempt_verdict_follows_hand_written_intervals(tmp_path: Path) -> None:
+    # The report's "Does a later attempt do better than the first?" verdicts on figures written
+    # by hand (issue 40: the integration test derived them with the code's own rule): an
+    # interval above 0 is "yes", below 0 "no", across 0 "not shown", whatever the mean.
+    from mage_core.stages.report import gain_markdown
+
+    gains = {"ttt-up": (0.2, 0.1, 0.3), "ttt-down": (-0.3, -0.4, -0.2), "ttt-across": (0.05, -0.1, 0.2)}
+    for run, (gain, low, high) in gains.items():
+        write_eval(tmp_path, run, "tic_tac_toe", ttt_metrics(3) | bounded("eval/in_domain/all/success_gain", gain, low, high))
+    tables = load_runs(tmp_path, None, {run: ("tic_tac_toe", run.split("-")[1]) for run in gains})
+    lines = gain_markdown(tables.episodes).splitlines()
+    assert "| Tic-Tac-Toe | up | 0.600 | 0.600 | +0.200 [+0.100, +0.300] | yes |" in lines
+    assert "| Tic-Tac-Toe | down | 0.600 | 0.600 | -0.300 [-0.400, -0.200] | no |" in lines
+    assert "| Tic-Tac-Toe | across | 0.600 | 0.600 | +0.050 [-0.100, +0.200] | not shown |" in lines

@@ -134,3 +134,24 @@ def test_paper_profile_runs_use_the_paper_settings(profile: str) -> None:
         assert getattr(cfg.env, game).max_response_tokens == budget
         assert cfg.rollout.early_stop is True  # docs/method.md section 1: on, as in the paper's protocol
         assert a.model_dump(exclude={"preset"}) == expected(a.preset, game)
+
+
+def test_the_committed_params_yaml_overrides_a_preset_only_where_it_says_so() -> None:
+    # Issue 40: the tests above resolve presets without params.yaml, so they could not see that
+    # its explicit algorithm keys override them in every reported run. Here every run of the
+    # committed file is resolved as `mage train --run` does, and each value that is not its
+    # preset's (written out by hand above) must come from a key the file sets explicitly.
+    data = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    explicit = set(data.get("algorithm", {})) - {"preset"}
+    runs = data["reproduce"]["runs"]
+    for run, spec in runs.items():
+        cfg = parse_config(run_data(data, run, f"params.yaml run {run}"))
+        resolved = cfg.algorithm.model_dump(exclude={"preset"})
+        wanted = expected(cfg.algorithm.preset, cfg.env.name)
+        overridden = {key for key, value in resolved.items() if value != wanted[key]}
+        run_keys = {k.split(".", 1)[1] for k in spec.get("set", {}) if k.startswith("algorithm.")}
+        assert overridden <= explicit | run_keys, (run, overridden - explicit - run_keys)
+    # the override the audit found: mage_final_return's preset has no std division, the file's key divides
+    final = parse_config(run_data(data, "kuhn_poker-mage_final_return", "params.yaml"))
+    assert expected("mage_final_return", "kuhn_poker")["episode_norm"] == "mean_norm"
+    assert final.algorithm.episode_norm == "mean_std_norm" and "episode_norm" in explicit
