@@ -71,7 +71,9 @@ def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "run"
 
 
-@pytest.mark.parametrize(("ranks", "zero_stage"), [(2, 2), (3, 3)])
+# Three ranks under ZeRO-3 (32 s) in the slow tier: the fast tier keeps two ranks under ZeRO-2, and
+# ZeRO-3's update on one rank (test_deepspeed_engine.py); the suite's 12-minute budget (issue 40).
+@pytest.mark.parametrize(("ranks", "zero_stage"), [(2, 2), pytest.param(3, 3, marks=pytest.mark.slow)])
 def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path, one_process: Path, ranks: int,
                                                                   zero_stage: int) -> None:
     write_params(tmp_path, ranks=ranks, zero_stage=zero_stage)
