@@ -209,17 +209,20 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
         "loss_by_epoch": losses,
         "expert_choice_probability": fit,
         "selection": {k: v for k, v in figures.items() if isinstance(v, (int, float))},
-        "seconds": round(time.perf_counter() - started, 1),
     }
+    # No wall-clock time in summary.json: it is part of the stage's DVC output, whose hash every
+    # run that starts from the warm start records; a time there would make each faithful rerun
+    # change dvc.lock (issue 40). The time goes to the console and MLflow.
     write_json_atomic(out / "summary.json", summary)
+    seconds = round(time.perf_counter() - started, 1)
     if cfg.tracking.mlflow:
-        _track(cfg, out, summary)
-    return summary
+        _track(cfg, out, summary, seconds)
+    return {**summary, "seconds": seconds}
 
 
-def _track(cfg: Config, out: Path, summary: dict[str, Any]) -> None:
+def _track(cfg: Config, out: Path, summary: dict[str, Any], seconds: float) -> None:
     """The MLflow run (``sft@<task>``): params, the loss of each epoch as steps, the
-    demonstrations' and the selection set's figures, summary.json."""
+    demonstrations' and the selection set's figures, the wall-clock seconds, summary.json."""
     from mage_core.io.dotted import flatten
     from mage_core.stages.train_resume import config_digest
     from mage_core.tracking.runs import StageIdentity, open_mlflow_run
@@ -233,7 +236,7 @@ def _track(cfg: Config, out: Path, summary: dict[str, Any]) -> None:
         demos = summary["demonstrations"]
         fit = {f"sft/p_expert/{k}": v for k, v in summary["expert_choice_probability"].items() if v is not None}
         run.log_metrics(len(summary["loss_by_epoch"]), {
-            **summary["selection"], **fit, "sft/decisions": float(demos["decisions"]),
+            **summary["selection"], **fit, "sft/decisions": float(demos["decisions"]), "sft/time/total_s": seconds,
             **{f"sft/expert_success_ep{k + 1}": v for k, v in enumerate(demos["expert_success_by_attempt"])}})
         run.log_artifact(out / "summary.json")
 
