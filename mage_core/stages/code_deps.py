@@ -1,0 +1,182 @@
+"""What code a stage runs: its DVC dependencies, from the imports of its command.
+
+Every stage used to depend on the whole of ``mage_core``, so any edit (a typo in a table's prose)
+made every stage stale. Here each stage depends on the project modules its command can load,
+read from the code (the import closure of its entry point):
+
+- every ``import`` and ``from ... import`` of a module, at module level or inside a function
+  (a lazy import counts: it can run), and the packages above each module (their ``__init__``);
+- every string that names a project module (``"mage_core.backends.hf"``,
+  ``"mage_core.envs.sokoban.env:SokobanEnv"``): the name registries and the Task descriptors load
+  modules that way (docs/architecture.md, style rule 4);
+- with two limits, so that a task's stage does not depend on every other task's code: the task
+  registry's list of task modules is not followed, and a task module of *another* task is followed
+  only as far as the configuration loads every task (its imports and the settings classes it
+  names: ``FOREIGN_TASK_KEYS``), while the stage's own task module is followed whole;
+- the command line's modules without the other commands' stages (``_cmd_*`` functions import
+  their stage when they run: only the stage's own command's is followed, as its entry point).
+
+The result is an over-approximation (a lazy import on a path the stage never takes still counts),
+which is safe: a module that can run is a dependency. ``tests/integration/test_code_deps.py``
+runs each kind of stage and fails if it loaded a project module missing from its dependencies.
+The lists are written into ``dvc.runs.yaml`` (``stages.dvc_runs``), compressed to a folder
+wherever every module under it is a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Iterable
+
+PACKAGE = "mage_core"
+#: A string naming a project module, optionally an attribute of it (``module:attr``).
+_REFERENCE = re.compile(r"^(mage_core(?:\.[A-Za-z_]\w*)+)(?::[A-Za-z_]\w*)?$")
+#: The module listing the tasks by name (its list is not followed: see the module docstring).
+REGISTRY = "mage_core.envs.registry"
+#: Keywords of a Task (or its TaskData) whose modules the configuration loads for every task:
+#: its ``env.<name>`` and ``data.<name>`` sections, its out-of-domain suite schema, and the
+#: opponent catalogues the populations of the two-player games are checked against.
+FOREIGN_TASK_KEYS = ("params", "ood_suite", "opponents")
+#: The command line's modules: followed without their ``_cmd_*`` functions.
+CLI_MODULES = ("mage_core.__main__", "mage_core.cli", "mage_core.cli_commands")
+#: Each kind of stage's entry point, the stage module its command runs.
+ENTRIES = {
+    "train": ("mage_core.stages.train",),
+    "evaluate": ("mage_core.stages.evaluate",),
+    "sft": ("mage_core.stages.sft",),
+    "report": ("mage_core.stages.report",),
+    "data": (),  # the task's own generator (``TaskData.generate``), followed as its own task's
+}
+
+
+@dataclass(frozen=True)
+class _Module:
+    imports: frozenset[str]  # candidate module names it imports (some may be attributes, not modules)
+    references: frozenset[str]  # project modules its string constants name
+    keyed: tuple[tuple[str, str], ...]  # (keyword, module) of string references passed as keyword arguments
+
+
+def module_file(root: Path, name: str) -> Path | None:
+    """The source file of project module ``name`` under ``root`` (a package's ``__init__.py``)."""
+    path = root.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+@cache
+def _parse(root: Path, name: str, skip_cmd: bool) -> _Module:
+    path = module_file(root, name)
+    assert path is not None, name
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    imports: set[str] = set()
+    references: set[str] = set()
+    keyed: list[tuple[str, str]] = []
+    is_package = path.name == "__init__.py"
+
+    def visit(node: ast.AST) -> None:
+        if skip_cmd and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("_cmd_"):
+            return
+        if isinstance(node, ast.Import):
+            imports.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve_from(name, is_package, node)
+            imports.add(base)
+            imports.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.keyword) and isinstance(node.value, ast.Constant) and node.arg:
+            match = _REFERENCE.match(str(node.value.value))
+            if match:
+                keyed.append((node.arg, match.group(1)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = _REFERENCE.match(node.value)
+            if match:
+                references.add(match.group(1))
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    references.update(module for _, module in keyed)
+    return _Module(frozenset(i for i in imports if i.split(".")[0] == PACKAGE), frozenset(references), tuple(keyed))
+
+
+def _task_game(name: str) -> str | None:
+    """The task a task module declares (``mage_core.envs.<game>.task``), else None."""
+    parts = name.split(".")
+    return parts[2] if len(parts) == 4 and parts[:2] == ["mage_core", "envs"] and parts[3] == "task" else None
+
+
+def closure(root: Path, entries: Iterable[str], game: str | None, games: Iterable[str]) -> set[str]:
+    """The project modules that can load when ``entries`` run for task ``game`` (None: a stage of
+    every task, such as the report: every task module is followed whole). ``games``: every task."""
+    todo = [*CLI_MODULES, *entries, *(f"mage_core.envs.{g}.task" for g in games)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or module_file(root, name) is None:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # the packages above it
+        info = _parse(root, name, name in CLI_MODULES)
+        todo.extend(info.imports)
+        owner = _task_game(name)
+        if name == REGISTRY:
+            continue  # its task list: each task module is an entry above, followed as its stage needs
+        if owner is not None and game is not None and owner != game:
+            todo.extend(module for key, module in info.keyed if key in FOREIGN_TASK_KEYS)
+        else:
+            todo.extend(info.references)
+    return seen
+
+
+def files(root: Path, modules: Iterable[str]) -> list[str]:
+    """The source files of ``modules``, relative to the project (``root``'s parent... the folder
+    holding ``mage_core``), each folder whose every ``.py`` file is among them given as the folder."""
+    project = root
+    chosen = {module_file(root, m).relative_to(project).as_posix() for m in modules}  # type: ignore[union-attr]
+    return _compress(project, chosen)
+
+
+def _compress(project: Path, chosen: set[str]) -> list[str]:
+    """``chosen`` files with every folder under ``mage_core`` whose ``.py`` files are all chosen
+    replaced by the folder (the largest such folders), sorted."""
+    def all_py(folder: Path) -> list[str]:
+        return sorted(p.relative_to(project).as_posix() for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+    out: list[str] = []
+    covered: set[str] = set()
+
+    def walk(folder: Path) -> None:
+        inside = all_py(folder)
+        if inside and set(inside) <= chosen:
+            out.append(folder.relative_to(project).as_posix())
+            covered.update(inside)
+            return
+        for child in sorted(p for p in folder.iterdir() if p.is_dir() and p.name != "__pycache__"):
+            walk(child)
+
+    walk(project / PACKAGE)
+    out.extend(sorted(chosen - covered))
+    return sorted(out)
+
+
+def stage_files(project: Path, kind: str, game: str | None, data_entry: str | None = None) -> list[str]:
+    """The code a stage of ``kind`` depends on for task ``game`` (None: every task), as files and
+    folders relative to ``project``; ``data_entry``: the data stage's generator module."""
+    from mage_core.envs.registry import GAMES
+
+    entries = list(ENTRIES[kind]) + ([data_entry] if data_entry else [])
+    return files(project, closure(project, entries, game, GAMES))
