@@ -11,8 +11,10 @@ read from the code (the import closure of its entry point):
   modules that way (docs/architecture.md, style rule 4);
 - with two limits, so that a task's stage does not depend on every other task's code: the task
   registry's list of task modules is not followed, and a task module of *another* task is followed
-  only as far as the configuration loads every task (its imports and the settings classes it
-  names: ``FOREIGN_TASK_KEYS``), while the stage's own task module is followed whole;
+  only as far as the configuration loads every task (its module-level imports and the classes it
+  names for the configuration: ``FOREIGN_TASK_KEYS``; its hooks, functions that import the task's
+  own code when called, run only in that task's stages), while the stage's own task module is
+  followed whole;
 - the command line's modules without the other commands' stages (``_cmd_*`` functions import
   their stage when they run: only the stage's own command's is followed, as its entry point).
 
@@ -56,6 +58,7 @@ ENTRIES = {
 @dataclass(frozen=True)
 class _Module:
     imports: frozenset[str]  # candidate module names it imports (some may be attributes, not modules)
+    top_imports: frozenset[str]  # those imported at module level (not inside a function)
     references: frozenset[str]  # project modules its string constants name
     keyed: tuple[tuple[str, str], ...]  # (keyword, module) of string references passed as keyword arguments
 
@@ -83,19 +86,20 @@ def _parse(root: Path, name: str, skip_cmd: bool) -> _Module:
     assert path is not None, name
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     imports: set[str] = set()
+    top_imports: set[str] = set()
     references: set[str] = set()
     keyed: list[tuple[str, str]] = []
     is_package = path.name == "__init__.py"
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, in_function: bool = False) -> None:
         if skip_cmd and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("_cmd_"):
             return
+        found: list[str] = []
         if isinstance(node, ast.Import):
-            imports.update(alias.name for alias in node.names)
+            found = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve_from(name, is_package, node)
-            imports.add(base)
-            imports.update(f"{base}.{alias.name}" for alias in node.names)
+            found = [base, *(f"{base}.{alias.name}" for alias in node.names)]
         elif isinstance(node, ast.keyword) and isinstance(node.value, ast.Constant) and node.arg:
             match = _REFERENCE.match(str(node.value.value))
             if match:
@@ -104,12 +108,17 @@ def _parse(root: Path, name: str, skip_cmd: bool) -> _Module:
             match = _REFERENCE.match(node.value)
             if match:
                 references.add(match.group(1))
+        imports.update(found)
+        if not in_function:
+            top_imports.update(found)
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, inside)
 
     visit(tree)
     references.update(module for _, module in keyed)
-    return _Module(frozenset(i for i in imports if i.split(".")[0] == PACKAGE), frozenset(references), tuple(keyed))
+    ours = lambda names: frozenset(i for i in names if i.split(".")[0] == PACKAGE)  # noqa: E731
+    return _Module(ours(imports), ours(top_imports), frozenset(references), tuple(keyed))
 
 
 def _task_game(name: str) -> str | None:
@@ -131,13 +140,15 @@ def closure(root: Path, entries: Iterable[str], game: str | None, games: Iterabl
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # the packages above it
         info = _parse(root, name, name in CLI_MODULES)
-        todo.extend(info.imports)
         owner = _task_game(name)
-        if name == REGISTRY:
-            continue  # its task list: each task module is an entry above, followed as its stage needs
         if owner is not None and game is not None and owner != game:
+            # another task: what loading its descriptor runs (module-level imports) and the classes
+            # the configuration takes from it; its hooks (functions) run only in its own stages
+            todo.extend(info.top_imports)
             todo.extend(module for key, module in info.keyed if key in FOREIGN_TASK_KEYS)
-        else:
+            continue
+        todo.extend(info.imports)
+        if name != REGISTRY:  # the registry's task list: each task module is an entry, followed as above
             todo.extend(info.references)
     return seen
 
