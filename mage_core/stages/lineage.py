@@ -4,8 +4,10 @@ Prints the checkout's commit, the digest of dvc.lock's entries (all but the
 report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it was
 made from, and every code or params dependency whose hash in dvc.lock no longer
 matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
-report's digest is dvc.lock's; 1 otherwise, with what to run (``make run``, then
-commit reports/ and dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input (a dvc.lock that
+report's digest is dvc.lock's, and the generated stage graph (dvc.runs.yaml, dvc.yaml's code
+slots: ``stages.dvc_runs``) still follows params.yaml and the code's imports; 1 otherwise, with
+what to run (``mage reproduce``, which reruns what ``dvc status`` lists, then commit reports/ and
+dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input (a dvc.lock that
 is not one, a project DVC cannot read), in one line naming the file.
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from mage_core.config import ConfigError
+from mage_core.stages import dvc_runs
 from mage_core.tracking.lineage import LOCK_FIX, dvc_status, git_state, lock_digest, stale_deps
 
 #: How report.md states its origin (``report.lineage_line``), read back here.
@@ -49,6 +52,9 @@ def check(project: Path, report: Path) -> list[str]:
         if claimed != digest:
             problems.append(f"{report} was made from other dvc.lock entries ({claimed}) than dvc.lock holds "
                             f"({digest})")
+    generated = dvc_runs.stale(project) if (project / "params.yaml").is_file() else None
+    if generated is not None:  # the stage graph itself no longer follows the params or the imports
+        problems.append(f"{generated} (`mage validate --sync-dvc` rewrites it; then rerun what `dvc status` lists)")
     if digest is None:
         problems.append("no dvc.lock: nothing records which code and params produced the outputs")
     else:
@@ -71,8 +77,8 @@ def run(project: str = ".", report: str | None = None) -> int:
     if problems:
         for line in problems:
             console.print(f"[red]{line}[/red]")
-        console.print("The committed lineage does not describe this code: run `make run` (or `mage reproduce`) "
-                      "and commit reports/ and dvc.lock (CONTRIBUTING.md, \"Lineage\").")
+        console.print("The committed lineage does not describe this code: run `mage reproduce` (`make run`: it reruns "
+                      "the stages `dvc status` lists) and commit reports/ and dvc.lock (CONTRIBUTING.md, \"Lineage\").")
         return 1
     console.print("lineage holds: dvc.lock matches the code and params, and the report was made from its entries")
     return 0

@@ -74,10 +74,10 @@ def write_workspace(project: Path, workspace: Path, data: dict[str, Any], label:
     write_text_atomic(workspace / "params.yaml", yaml.safe_dump(data, sort_keys=False))
     for name in ("dvc.yaml", ".dvcignore"):
         shutil.copy2(project / name, workspace / name)
-    dvc_runs.write(workspace)  # from the workspace's own runs
     shutil.rmtree(workspace / "mage_core", ignore_errors=True)
     shutil.copytree(project / "mage_core", workspace / "mage_core",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    dvc_runs.write(workspace)  # from the workspace's own runs and its copy of the code
     if not (workspace / ".git").exists():
         _run(["git", "init", "-q"], workspace)
     ignored = workspace / ".gitignore"
@@ -116,8 +116,9 @@ def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int
         load_config(ws_params, run=name)
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
-    if dvc_runs.write(workspace):  # reproduce.runs edited since: the stage graph follows it
-        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} from reproduce.runs and warm_start.tasks")
+    if dvc_runs.write(workspace):  # reproduce.runs or the imports edited since: the stage graph follows them
+        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} (and dvc.yaml's code slots) from params.yaml and "
+                      "the code's imports")
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     if not run_flow([flow, str(workspace)], workspace, lock):
