@@ -80,16 +80,19 @@ def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
-@cache
 def _parse(root: Path, name: str, skip_cmd: bool) -> _Module:
     path = module_file(root, name)
     assert path is not None, name
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return _parse_source(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", skip_cmd)
+
+
+@cache  # by the source text itself: an edited file is read again
+def _parse_source(source: str, name: str, is_package: bool, skip_cmd: bool) -> _Module:
+    tree = ast.parse(source, name)
     imports: set[str] = set()
     top_imports: set[str] = set()
     references: set[str] = set()
     keyed: list[tuple[str, str]] = []
-    is_package = path.name == "__init__.py"
 
     def visit(node: ast.AST, in_function: bool = False) -> None:
         if skip_cmd and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("_cmd_"):

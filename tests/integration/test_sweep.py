@@ -63,7 +63,10 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
         lock = yaml.safe_load((sweep_dir / point / "dvc.lock").read_text())["stages"]
         assert set(lock) == {f"train@{point}", f"evaluate@{point}"}
         deps = {d["path"] for d in lock[f"train@{point}"]["deps"]}
-        assert deps == {"mage_core", "mage_core/envs/kuhn_poker"}
+        # its task's room and the code its command can load (stages/code_deps.py), no data folder
+        assert {"mage_core/envs/kuhn_poker", "mage_core/stages/train.py", "mage_core/trainers"} <= deps
+        assert "mage_core" not in deps and "mage_core/stages/report.py" not in deps
+        assert not any(d.startswith("data/") for d in deps)
         params = yaml.safe_load((sweep_dir / point / "params.yaml").read_text())
         assert params["reproduce"]["runs"] == {point: {"env": "kuhn_poker", "method": point, "set": {}}}
 

@@ -39,8 +39,11 @@ def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
         for stage in (f"train@{name}", f"evaluate@{name}"):
             data = {path for path in deps[stage] if path.startswith("data/")}
             assert data == own, (stage, deps[stage])
-            assert "mage_core" in deps[stage]
+            # the code its command can load (stages/code_deps.py), never the whole package
+            assert "mage_core" not in deps[stage] and "mage_core/trainers" in deps[stage], (stage, deps[stage])
     assert {"data/webshop", "data/alfworld"}.isdisjoint(deps["train@kuhn_poker-mage"])
+    assert "mage_core/stages/report.py" in deps["report"] and "mage_core/stages/report.py" not in deps[
+        "train@kuhn_poker-mage"]
 
 
 def test_a_runs_own_data_path_is_its_input() -> None:
@@ -97,6 +100,7 @@ def test_a_bad_run_is_a_config_error_naming_it() -> None:
 def project(tmp_path: Path) -> Path:
     for name in ("params.yaml", "dvc.yaml", "dvc.runs.yaml"):
         shutil.copy2(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "mage_core", tmp_path / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 
@@ -109,15 +113,25 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
 
     assert validate(str(project / "params.yaml")) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert "dvc.runs.yaml: does not match reproduce.runs and warm_start.tasks" in out and "mage validate --sync-dvc" in out
+    assert "dvc.runs.yaml: does not match reproduce.runs, warm_start.tasks and data" in out
+    assert "mage validate --sync-dvc" in out
     assert (project / "dvc.runs.yaml").read_text() == before  # a check writes nothing
 
     assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
     assert dvc_runs.stale(project) is None
     listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
-    assert listed == {"kuhn_poker-mage": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker",
-                                          "init": "mage_core/envs/kuhn_poker"}}
+    assert list(listed) == ["kuhn_poker-mage"]
+    assert {k: v for k, v in listed["kuhn_poker-mage"].items() if not k.endswith("_code")} == {
+        "env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker"}
     assert validate(str(project / "params.yaml")) == 0
+    # an import added to the code makes the graph stale too, and names the code
+    train = project / "mage_core" / "stages" / "train.py"
+    train.write_text(train.read_text() + "\n\ndef _later() -> None:\n    from mage_core.stages import report  # noqa\n")
+    assert validate(str(project / "params.yaml")) == 1
+    assert "the imports of" in " ".join(capsys.readouterr().out.split())
+    assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
+    listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
+    assert "mage_core/stages/report.py" in listed["kuhn_poker-mage"]["train_code"]
 
 
 def test_validate_of_a_params_file_outside_a_project_checks_no_stage_file(tmp_path: Path) -> None:
