@@ -187,10 +187,13 @@ def _compress(project: Path, chosen: set[str]) -> list[str]:
     return sorted(out)
 
 
-def stage_files(project: Path, kind: str, game: str | None, data_entry: str | None = None) -> list[str]:
+def stage_files(project: Path, kind: str, game: str | None) -> list[str]:
     """The code a stage of ``kind`` depends on for task ``game`` (None: every task), as files and
-    folders relative to ``project``; ``data_entry``: the data stage's generator module."""
-    from mage_core.envs.registry import GAMES
+    folders relative to ``project`` (the folder holding ``mage_core``). A data stage's entry is
+    its task's generator (``TaskData.generate``)."""
+    from mage_core.envs.registry import GAMES, task
 
-    entries = list(ENTRIES[kind]) + ([data_entry] if data_entry else [])
+    entries = list(ENTRIES[kind])
+    if kind == "data":
+        entries.append(task(game).data.generate.partition(":")[0])  # type: ignore[arg-type, union-attr]
     return files(project, closure(project, entries, game, GAMES))

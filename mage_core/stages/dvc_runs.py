@@ -77,10 +77,7 @@ class _Code:
     def __call__(self, kind: str, game: str | None) -> list[str]:
         key = (kind, game)
         if key not in self._lists:
-            entry = None
-            if kind == "data":
-                entry = task(game).data.generate.partition(":")[0]  # type: ignore[union-attr]
-            self._lists[key] = code_deps.stage_files(self.project, kind, game, entry)
+            self._lists[key] = code_deps.stage_files(self.project, kind, game)
         return self._lists[key]
 
 

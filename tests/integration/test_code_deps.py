@@ -64,10 +64,10 @@ def traced(project: Path, args: list[str]) -> set[Path]:
     return {Path(f).resolve() for f in json.loads(out.read_text())}
 
 
-def declared(kind: str, game: str | None, entry: str | None = None) -> set[Path]:
+def declared(kind: str, game: str | None) -> set[Path]:
     """The files of a stage's code dependencies (folders expanded to their .py files)."""
     out: set[Path] = set()
-    for path in stage_files(ROOT, kind, game, entry):
+    for path in stage_files(ROOT, kind, game):
         full = (ROOT / path).resolve()
         out.update(full.rglob("*.py") if full.is_dir() else [full])
     return out
@@ -77,18 +77,18 @@ def test_every_kind_of_stage_loads_only_its_declared_code(tmp_path: Path) -> Non
     base = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(merged(base, TINY)))
     checks = [
-        ("data", "webshop", "mage_core.stages.webshop_data", ["data", "generate", "webshop", "--out", "data/webshop"]),
-        ("sft", "sokoban", None, ["sft", "--task", "sokoban", "--out", "artifacts/sft/sokoban"]),
+        ("data", "webshop", ["data", "generate", "webshop", "--out", "data/webshop"]),
+        ("sft", "sokoban", ["sft", "--task", "sokoban", "--out", "artifacts/sft/sokoban"]),
     ]
     for run, game in (("minesweeper-mage", "minesweeper"), ("kuhn_poker-mage", "kuhn_poker")):
-        checks += [("train", game, None, ["train", "--run", run, "--resume", "auto", "--out", f"artifacts/train/{run}"]),
-                   ("evaluate", game, None, ["evaluate", "--run", run, "--policy", f"artifacts/train/{run}/best",
-                                             "--out", f"artifacts/eval/{run}"])]
-    checks.append(("report", None, None, ["report", "--eval-root", "artifacts/eval", "--train-root", "artifacts/train",
-                                          "--out", "reports"]))
-    for kind, game, entry, args in checks:
+        checks += [("train", game, ["train", "--run", run, "--resume", "auto", "--out", f"artifacts/train/{run}"]),
+                   ("evaluate", game, ["evaluate", "--run", run, "--policy", f"artifacts/train/{run}/best",
+                                       "--out", f"artifacts/eval/{run}"])]
+    checks.append(("report", None, ["report", "--eval-root", "artifacts/eval", "--train-root", "artifacts/train",
+                                    "--out", "reports"]))
+    for kind, game, args in checks:
         loaded = traced(tmp_path, args)
-        missing = sorted(str(p.relative_to(ROOT)) for p in loaded - declared(kind, game, entry))
+        missing = sorted(str(p.relative_to(ROOT)) for p in loaded - declared(kind, game))
         assert not missing, f"{kind} of {game}: loaded modules its DVC dependencies miss: {missing}"
         assert len(loaded) > 20, (kind, len(loaded))  # the trace saw the stage's own modules
 
