@@ -340,9 +340,9 @@ def add_kuhn(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
-    from mage_core.stages.kuhn_analyze import run
+    from mage_core.stages.analyze import run
 
-    return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands, overrides=args.overrides)
+    return run("kuhn_poker", args.params, args.overrides, opponents=args.opponent, meta_hands=args.meta_hands)
 
 
 def _cmd_kuhn_probe(args: argparse.Namespace) -> int:
@@ -375,10 +375,10 @@ def add_ttt(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_ttt_analyze(args: argparse.Namespace) -> int:
-    from mage_core.stages.ttt_analyze import run
+    from mage_core.stages.analyze import run
 
-    return run(args.params, opponents=args.opponent, samples=args.samples, games=args.games, seed=args.seed,
-               out=args.out, overrides=args.overrides)
+    return run("tic_tac_toe", args.params, args.overrides, opponents=args.opponent, samples=args.samples,
+               games=args.games, seed=args.seed, out=args.out)
 
 
 # ---- task data: generate it, check it ----
