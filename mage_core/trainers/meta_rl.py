@@ -441,7 +441,7 @@ class MetaRLTrainer:
 def selection_score(metrics: dict[str, float], game: str, num_episodes: int, select_on: str) -> float:
     """The figure that picks the best policy (``train.select_on``)."""
     if select_on == "exact_greedy":
-        return metrics[f"eval/all/chips_exact_ep{num_episodes}"]
+        return metrics[f"eval/all/{task(game).headline}_exact_ep{num_episodes}"]
     return headline(metrics, game, num_episodes)
 
 
