@@ -168,9 +168,9 @@ def evaluate_best(cfg: Config, out: Path, per_pair: int, seed: int, policy: str 
 
 def kuhn_tables(cfg: Config, metrics: dict[str, float], k: int) -> dict[str, float]:
     from mage_core.envs.kuhn_poker import analysis
-    from mage_core.evaluation.kuhn_ceilings import behaviour, population_mixes
+    from mage_core.envs.kuhn_poker.ceilings import behaviour, population_mixes
     from mage_core.opponents.population import Population
-    from mage_core.stages.kuhn_analyze import population_ceilings
+    from mage_core.envs.kuhn_poker.commands import population_ceilings
 
     settings = cfg.opponents.settings()
     entries = cfg.population.entries("kuhn_poker")

@@ -340,9 +340,9 @@ def add_kuhn(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_kuhn_analyze(args: argparse.Namespace) -> int:
-    from mage_core.stages.kuhn_analyze import run
+    from mage_core.stages.analyze import run
 
-    return run(args.params, opponents=args.opponent, meta_hands=args.meta_hands, overrides=args.overrides)
+    return run("kuhn_poker", args.params, args.overrides, opponents=args.opponent, meta_hands=args.meta_hands)
 
 
 def _cmd_kuhn_probe(args: argparse.Namespace) -> int:
@@ -375,10 +375,10 @@ def add_ttt(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_ttt_analyze(args: argparse.Namespace) -> int:
-    from mage_core.stages.ttt_analyze import run
+    from mage_core.stages.analyze import run
 
-    return run(args.params, opponents=args.opponent, samples=args.samples, games=args.games, seed=args.seed,
-               out=args.out, overrides=args.overrides)
+    return run("tic_tac_toe", args.params, args.overrides, opponents=args.opponent, samples=args.samples,
+               games=args.games, seed=args.seed, out=args.out)
 
 
 # ---- task data: generate it, check it ----
@@ -446,13 +446,13 @@ def add_alfworld(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_alfworld_generate(args: argparse.Namespace) -> int:
-    from mage_core.stages.alfworld_data import run_generate
+    from mage_core.envs.alfworld.commands import run_generate
 
     return run_generate(args.out, args.seed, args.train, args.valid_seen, args.valid_unseen)
 
 
 def _cmd_alfworld_check(args: argparse.Namespace) -> int:
-    from mage_core.stages.alfworld_data import check
+    from mage_core.envs.alfworld.commands import check
 
     return check(args.folder)
 
@@ -493,12 +493,12 @@ def add_webshop(sub: Commands, fmt: Formatter) -> None:
 
 
 def _cmd_webshop_generate(args: argparse.Namespace) -> int:
-    from mage_core.stages.webshop_data import run_generate
+    from mage_core.envs.webshop.commands import run_generate
 
     return run_generate(args.out, args.seed, args.products_per_category, args.instructions_per_product)
 
 
 def _cmd_webshop_check(args: argparse.Namespace) -> int:
-    from mage_core.stages.webshop_data import run_check
+    from mage_core.envs.webshop.commands import run_check
 
     return run_check(args.folder, args.seed, args.num_eval, args.skip_unknown_goals, args.num_select)

@@ -17,3 +17,14 @@ class Strict(BaseModel):
     """Base of every section: unknown keys are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfigError(Exception):
+    """Every problem found in a params file or on the command line, one ``key: message`` per
+    line (raised by the loader, ``mage_core.config``, and by whatever checks a value the loader
+    cannot: a game's own commands among them)."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))

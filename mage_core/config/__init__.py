@@ -49,7 +49,7 @@ from mage_core.config.training import (
 )
 from mage_core.envs.registry import GAMES, games_with, task
 from mage_core.opponents.families import member_name
-from mage_core.schema import Strict
+from mage_core.schema import ConfigError, Strict
 
 #: What other modules import from here besides ``Config`` and the loader.
 __all__ = [
@@ -189,15 +189,6 @@ class Config(Strict):
         dtype = "bfloat16" if b.precision == "bf16" else m.dtype if m.source == "local" else "float32"
         return {"dtype": dtype, "seed": self.seed, "gpu_memory_utilization": b.gpu_memory_utilization,
                 "enable_sleep_mode": b.vllm_sleep}
-
-
-class ConfigError(Exception):
-    """Every problem found in a params file, one ``key: message`` per line."""
-
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def _format_error(err: dict[str, Any]) -> str:

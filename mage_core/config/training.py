@@ -182,7 +182,7 @@ class TrainConfig(Strict):
     old_logprobs: Literal["rollout", "recompute"] = "rollout"
     # What picks the best policy (best/): the sampled evaluation's final-episode
     # figure, or (Kuhn Poker against deterministic opponents) the exact value of
-    # the greedy policy, free of sampling noise (mage_core.evaluation.kuhn_exact).
+    # the greedy policy, free of sampling noise (mage_core.envs.kuhn_poker.exact_greedy).
     select_on: Literal["sampled", "exact_greedy"] = "sampled"
     max_tokens_per_micro_batch: PositiveInt = 32768
     num_threads: PositiveInt = 1

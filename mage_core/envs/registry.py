@@ -48,8 +48,9 @@ def two_player_games() -> tuple[str, ...]:
 
 
 def games_with(capability: str) -> list[str]:
-    """The tasks that declare ``capability`` (a boolean field or property of ``Task``:
-    ``exact_values``, ``strategy_probes``, ``draws``, ``scored``...), in registry order."""
+    """The tasks that declare ``capability`` (a field or property of ``Task``, declared when
+    truthy: a flag such as ``draws`` or ``scored``, or a group of hooks such as
+    ``exact_values``, ``strategy_probes``, ``data``, ``analyze``), in registry order."""
     return [name for name in TASKS if getattr(task(name), capability)]
 
 

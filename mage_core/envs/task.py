@@ -6,7 +6,11 @@ task (``task(name).headline``, ``task(name).data``, ...) instead of comparing it
 OpenSpiel's algorithms read a game's ``GameType`` rather than branching on which game it is.
 
 A task module stays cheap to import: what needs a heavy or game-specific module (rules,
-catalogues, data readers) is a function of the task module that imports it when called.
+catalogues, data readers) is a function of the task module that imports it when called, or
+a ``"module:function"`` string (``TaskData.generate``, ``TaskExact``, ``TaskProbes``,
+``analyze``, ``expert``) that ``registry.resolve`` imports when used. Those hooks point into the
+game's own folder, so that code outside ``mage_core/envs/`` reaches a game's analyses through
+its task and imports none of its modules.
 """
 
 from __future__ import annotations
@@ -41,6 +45,59 @@ class TaskData:
     generate: str
     texts: Callable[[Any], Iterator[str]]
     corpus_meta_episodes: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskExact:
+    """A two-player game whose greedy policy has an exact value against deterministic
+    opponents and whose evaluation suites have exact ceilings (Kuhn Poker: docs/method.md
+    section 11). Each field is ``"module:function"`` in the game's own folder, resolved when used.
+
+    ``suite(entries, weights, opponent_settings, num_episodes, restart, early_stop, say)``: the
+    exact figures an evaluation suite's scores are read against, as ``(figures, secured)``:
+    ``figures`` holds ``all/ceiling_<name>`` and, per ``<opponent>/<seat>`` group,
+    ``best_response_value`` and ``ceiling_known`` (the final episode with the opponent known);
+    ``secured`` gives, for ``all`` and each group, what an equilibrium strategy secures in its
+    seats (``mage evaluate`` writes an exploitation ratio only where ``ceiling_known`` exceeds
+    it). ``entries`` are the suite's population entries, ``weights`` its (opponent, seat)
+    probabilities; ``say`` prints a line (a ceiling left out, and why).
+    ``greedy_cases(entries, opponent_settings, num_episodes, restart)``: every
+    ((opponent, seat), chance outcomes, probability) the exact sum runs over, or None where an
+    opponent is stochastic (no finite sum; ``train.select_on: exact_greedy`` checks this).
+    ``greedy_values(policy, entries)``: the greedy policy's exact value by episode index
+    (``all/<headline>_exact_ep<k>`` and per group), played through ``policy`` (an
+    ``envs.policy_view.PolicyView``); empty where the population has no exact sum.
+    """
+
+    suite: str
+    greedy_cases: str
+    greedy_values: str
+
+
+@dataclass(frozen=True)
+class TaskProbes:
+    """A two-player game whose policy's play reads as a strategy of the game (Kuhn Poker: its
+    first hand as a behaviour strategy, from the scores of the legal actions). Each field is
+    ``"module:function"`` in the game's own folder, resolved when used; ``policy`` is the
+    policy as an ``envs.policy_view.PolicyView`` shows it (the trainer passes one in).
+
+    ``strategy(policy)``: the policy's strategy, or None where it cannot be read (free-text
+    actions). ``metrics(strategy)``: ``eval/...`` figures of it (Kuhn: its exploitability and
+    P(BET) per information set). ``suite(policy, entries)``: figures of one evaluation suite
+    (Kuhn: opening bets, hand-2 bets after hand 1). ``command(policy, entries, csv_path)``: what
+    ``mage <tag> probe`` prints (and writes), its exit code. ``league_members(strategy, add,
+    iteration)``: the members ``train.league`` gains from the policy's strategy (``add``: its
+    ``exploiter`` and/or ``snapshot``), as ``({name: table}, the exploiter's value)``.
+    ``league_opponents(opponent_settings, members)``: the opponent settings with the league's
+    members playable by name.
+    """
+
+    strategy: str
+    metrics: str
+    suite: str
+    command: str
+    league_members: str
+    league_opponents: str
 
 
 @dataclass(frozen=True)
@@ -79,9 +136,13 @@ class Task:
     - ``episode_noun``: what one episode is called in reports (Kuhn: ``hand``).
     - ``draws``: the game can end level (its reports show a draw rate).
     - ``exact_values``: the greedy policy's value against deterministic opponents can be
-      summed exactly (``chips_exact``), and suites have exact ceilings.
+      summed exactly (``chips_exact``), and suites have exact ceilings: the hooks that compute
+      them (``TaskExact``), None otherwise.
     - ``strategy_probes``: the policy's first hand reads as a behaviour strategy (opening
-      bets, first-hand exploitability, the league); constrained actions only.
+      bets, first-hand exploitability, the league; constrained actions only): the hooks that
+      read it (``TaskProbes``), None otherwise.
+    - ``analyze``: ``"module:function"`` of the game's exact analysis, ``mage <tag> analyze``
+      (``(cfg, **options) -> exit code``: best responses, ceilings), or None.
     - ``in_domain_params``: env overrides of the in-domain suite (a data split).
     - ``ood_param``: single-agent tasks: the env setting an out-of-domain suite changes
       (``num_boxes``, ``split``); None: an OOD suite is an opponent population.
@@ -120,8 +181,9 @@ class Task:
     reward_scale: Callable[[Any], float] = lambda settings: 1.0
     episode_noun: str = "episode"
     draws: bool = False
-    exact_values: bool = False
-    strategy_probes: bool = False
+    exact_values: TaskExact | None = None
+    strategy_probes: TaskProbes | None = None
+    analyze: str | None = None
     in_domain_params: Mapping[str, Any] = field(default_factory=dict)
     ood_param: str | None = None
     ood_suite: str | None = None

@@ -72,7 +72,7 @@ _PER_EPISODE = re.compile(r"^(success|draw|chips_exact|chips|reward)_ep(\d+)(_lo
 _EPISODE_COLUMN = {"success": "success", "draw": "draw", "chips": "score", "reward": "score",
                    "chips_exact": "score_exact"}
 _PASS_AT = re.compile(r"^pass_at_(\d+)(_low|_high)?$")
-#: Per group, not per episode index; Kuhn's exact ceilings are the ``all`` group's (``kuhn_ceilings``).
+#: Per group, not per episode index; Kuhn's exact ceilings are the ``all`` group's (``envs.kuhn_poker.ceilings``).
 _GROUP_SCALARS = ("num_meta_episodes", "best_response_value", "exploitation_ratio", "ceiling_best_fixed",
                   "ceiling_passive", "ceiling_adaptive", "ceiling_known", "opening_bet_J_ep1", "opening_bet_Q_ep1",
                   "opening_bet_K_ep1", "success_gain", "success_gain_low", "success_gain_high")
@@ -319,7 +319,7 @@ def table1(episodes: pd.DataFrame, suite: str = IN_DOMAIN,
         numbers[f"{env}/k"] = pd.array([final.at[(m, env), "episode"] if (m, env) in final.index else None
                                         for m in methods], dtype="Int64")
     # The exact greedy column appears once some run of the task has it (deterministic opponents).
-    exact = {env: task(env).exact_values and bool(numbers[f"{env}/{task(env).headline}_exact"].notna().any())
+    exact = {env: bool(task(env).exact_values) and bool(numbers[f"{env}/{task(env).headline}_exact"].notna().any())
              for env in envs}
     header = ["method"]
     for env in envs:
@@ -444,7 +444,7 @@ def ablation_table(episodes: pd.DataFrame, values: Mapping[str, Mapping[str, Any
     return pd.DataFrame(rows, columns=list(ABLATION_COLUMNS)), markdown_table(header, cells)
 
 
-#: Kuhn's exact ceilings of a suite (``kuhn_ceilings.CEILINGS``), in increasing order, as printed.
+#: Kuhn's exact ceilings of a suite (``envs.kuhn_poker.ceilings.CEILINGS``), in increasing order, as printed.
 CEILING_LABELS = {"best_fixed": "best fixed", "passive": "play fixed, then respond",
                   "adaptive": "Bayes-optimal", "known": "opponent known"}
 CEILING_COLUMNS = ("run", "method", "suite", "k", "first", "final", "final_low", "final_high",
@@ -455,7 +455,7 @@ CEILING_COLUMNS = ("run", "method", "suite", "k", "first", "final", "final_low",
 def kuhn_ceiling_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None
                        ) -> tuple[pd.DataFrame, str]:
     """Every Kuhn run's first and final hand in every suite next to the suite's
-    exact ceilings (``mage_core.evaluation.kuhn_ceilings``) and the final hand's
+    exact ceilings (``mage_core.envs.kuhn_poker.ceilings``) and the final hand's
     chips above the best fixed strategy (what adaptation earned), with its 95%
     interval. ``runs`` relabels runs (run -> label, e.g. a sweep's point values)
     and orders them; default: every Kuhn run, in order. In-domain suite first."""
@@ -492,7 +492,7 @@ def fmt_number(value: float | None, signed: bool = False) -> str:
 
 def opening_bets_table(episodes: pd.DataFrame, runs: Mapping[str, str] | None = None) -> str:
     """Kuhn runs' first-hand opening bet probability per card where the agent acts
-    first (``trainers.strategy_probes.opening_bets``), per suite; empty when none was measured."""
+    first (``envs.kuhn_poker.probes.opening_bets``), per suite; empty when none was measured."""
     columns = [f"opening_bet_{card}_ep1" for card in "JQK"]
     kuhn = episodes[episodes.env.isin(games_with("strategy_probes")) & (episodes.group == "all")
                     & (episodes.episode == 1)]

@@ -14,14 +14,15 @@ suites (in-domain and out-of-domain, ``evaluation.suites``) -> outputs under
   (final-episode chips over that ceiling, where it is not near 0), the suite's
   exact final-hand ceilings under its protocol (``all/ceiling_*``: best fixed
   strategy, play fixed then respond, Bayes-optimal, opponent known; with early
-  stop only the last two; ``mage_core.evaluation.kuhn_ceilings``), the
+  stop only the last two; ``mage_core.envs.kuhn_poker.ceilings``, reached through the task:
+  ``Task.exact_values``), the
   policy's first-hand opening bet probability per card where it acts first
   (``all/opening_bet_{J,Q,K}_ep1``: does it probe?), its hand-2 opening bets after a hand 1
   that revealed the opponent or did not (``all/bet_<card>_ep2_after_<opponent>``,
   ``all/bet_<card>_ep2_unrevealed``, ``all/ep2_bayes_agreement``: suites of deterministic
-  opponents, ``strategy_probes.second_hand_bets``), and, for suites of
+  opponents, ``envs.kuhn_poker.second_hand``; ``Task.strategy_probes``), and, for suites of
   deterministic opponents, the greedy policy's exact chips (``chips_exact_ep{k}``,
-  every deal enumerated: ``mage_core.evaluation.kuhn_exact``);
+  every deal enumerated: ``mage_core.envs.kuhn_poker.exact_greedy``);
 - ``transcripts.txt``: sample meta-episodes of each suite, prompts and responses.
 
 The three files are built in a staging folder next to ``--out`` and swapped in
@@ -45,7 +46,7 @@ from mage_core.envs.registry import task
 from mage_core.evaluation.contracts import trial_rules, validate
 from mage_core.evaluation.meta_eval import summarize_trials
 from mage_core.evaluation.suites import WHICH, Suite, suites_for
-from mage_core.evaluation.trials import SEAT_NAMES, TRIAL_COLUMNS, trial_rows
+from mage_core.evaluation.trials import TRIAL_COLUMNS, trial_rows
 from mage_core.io.atomic import (check_writable, replace_dir, writable_problem, write_bytes_atomic,
                                  write_json_atomic, write_text_atomic)
 from mage_core.io.dotted import flatten
@@ -60,50 +61,28 @@ def reward_bounds(cfg: Config, game: str) -> tuple[float, float]:
     return task(game).reward_bounds(getattr(cfg.env, game))
 
 
-def kuhn_exploitation(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str,
-                      early_stop: bool) -> dict[str, float]:
-    """Exact figures a Kuhn suite's chips are read against, for ``k`` hands with
-    ``restart`` deals, with or without early stop (``evaluation.kuhn_ceilings``):
-
-    - ``all/ceiling_*``: the suite's ceilings (beyond ``MAX_EXACT_HANDS`` hands left
-      out, and the console says so);
-    - per (opponent, seat): ``best_response_value`` (one hand) and ``ceiling_known``
-      (the final hand with the opponent known, under the suite's protocol: the best
-      response without early stop);
-    - ``exploitation_ratio`` per group and for ``all``: final-hand chips over
-      ``ceiling_known``, only where that ceiling is meaningful (``stats.ratio_to_ceiling``) and
-      exceeds what an equilibrium secures in the group's seats (the game value, -1/18 first,
-      +1/18 second) by at least ``MIN_RATIO_CEILING``: an opponent there is exploitable."""
-    from mage_core.envs.kuhn_poker import analysis
-    from mage_core.evaluation.kuhn_ceilings import MAX_EXACT_HANDS, behaviour, ceiling_metrics, suite_ceilings
+def exact_suite_figures(cfg: Config, suite: Suite, metrics: dict[str, float], k: int, restart: str,
+                        early_stop: bool) -> dict[str, float]:
+    """Exact figures a suite's scores are read against, for a task with exact values, ``k``
+    episodes with ``restart``, with or without early stop: the task's own
+    (``Task.exact_values.suite``: Kuhn's ceilings, ``all/ceiling_*``, and per (opponent, seat)
+    ``best_response_value`` and ``ceiling_known``), then ``exploitation_ratio`` per group and
+    for ``all``: the final episode's score over ``ceiling_known``, only where that ceiling is
+    meaningful (``stats.ratio_to_ceiling``) and exceeds what an equilibrium secures in the
+    group's seats by at least ``MIN_RATIO_CEILING``: an opponent there is exploitable."""
+    from mage_core.envs.registry import resolve
     from mage_core.evaluation.stats import MIN_RATIO_CEILING, ratio_to_ceiling
 
-    settings = cfg.opponents.settings()
-    out: dict[str, float] = {}
-    if k <= MAX_EXACT_HANDS:
-        out.update(ceiling_metrics(suite_ceilings(suite.entries, settings, k, restart, early_stop)))
-    else:
-        console.print(f"{suite.name}: no exact ceilings for {k} hands (computed up to {MAX_EXACT_HANDS}; "
-                      f"`mage kuhn analyze --meta-hands {k}` computes them without a limit)")
-    groups = [(f"{opponent}/{SEAT_NAMES[seat]}", opponent, seat) for opponent, seat in sorted(suite.weights() or {})]
-    for group, opponent, seat in groups:
-        strategy = [(1, behaviour(opponent, settings))]
-        out[f"{group}/best_response_value"] = float(analysis.best_response(strategy, seat)[0])
-        out[f"{group}/ceiling_known"] = float(analysis.known_meta_value(strategy, k, restart, seat,  # type: ignore[arg-type]
-                                                                          early_stop))
-    # What an equilibrium strategy secures in each group (the game's value in its seats): the
-    # opponent is exploitable only by what the ceiling adds to it. Against CFR as second player
-    # the ceiling is the game value +1/18 itself (plus ~1e-4 of residual exploitability), and a
-    # ratio to it would read a chip figure against nothing exploitable.
-    weights = suite.weights() or {}
-    total = sum(weights.values()) or 1.0
-    secured = {group: float(analysis.seat_value(seat)) for group, _, seat in groups}
-    secured["all"] = sum(w * float(analysis.seat_value(seat)) for (_, seat), w in weights.items()) / total
-    for group in ["all"] + [g for g, _, _ in groups]:
+    spec = task(cfg.env.name)
+    assert spec.exact_values is not None
+    out, secured = resolve(spec.exact_values.suite)(
+        suite.entries, suite.weights() or {}, cfg.opponents.settings(), k, restart, early_stop,
+        lambda line: console.print(f"{suite.name}: {line}"))
+    for group, floor in secured.items():
         ceiling = out.get(f"{group}/ceiling_known")
-        if ceiling is None or not ceiling - secured[group] >= MIN_RATIO_CEILING:  # (NaN too)
+        if ceiling is None or not ceiling - floor >= MIN_RATIO_CEILING:  # (NaN too)
             continue
-        ratio = ratio_to_ceiling(metrics.get(f"{group}/chips_ep{k}"), ceiling)
+        ratio = ratio_to_ceiling(metrics.get(f"{group}/{spec.headline}_ep{k}"), ceiling)
         if ratio is not None:
             out[f"{group}/exploitation_ratio"] = ratio
     return out
@@ -200,20 +179,20 @@ def _checked_policy(cfg: Config, policy_dir: Path, out_dir: Path) -> tuple[Any, 
 def _suite_summary(cfg: Config, trainer: Any, suite: Suite, suite_rows: list[dict[str, Any]], k: int,
                    unit: str) -> dict[str, float]:
     """One suite's figures (``summarize_trials``, with intervals); for a task with exact
-    values also its Kuhn ceilings, the greedy policy's exact value and the opening bets."""
-    from mage_core.trainers import strategy_probes
+    values also its exact figures (Kuhn's ceilings) and the greedy policy's exact value, and
+    for a task with strategy probes what they read of the policy (Kuhn's opening bets)."""
+    from mage_core.trainers import probes
 
     summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
-    if task(cfg.env.name).exact_values:
-        summary.update(kuhn_exploitation(cfg, suite, summary, k, trainer.eval_settings.restart,
-                                         trainer.eval_settings.early_stop))
+    spec = task(cfg.env.name)
+    if spec.exact_values:
+        summary.update(exact_suite_figures(cfg, suite, summary, k, trainer.eval_settings.restart,
+                                           trainer.eval_settings.early_stop))
         # The greedy policy's exact value where the suite's opponents are deterministic.
-        exact = strategy_probes.exact_greedy_values(trainer, list(suite.entries))
+        exact = probes.exact_greedy_values(trainer, list(suite.entries))
         summary.update({key.removeprefix("eval/"): v for key, v in exact.items()})
-        summary.update(strategy_probes.opening_bets(trainer, list(suite.entries)))  # does it probe?
-        # ...and does hand 2 use what hand 1 showed? (deterministic suites, K >= 2)
-        summary.update(strategy_probes.second_hand_metrics(strategy_probes.second_hand_bets(trainer,
-                                                                                              list(suite.entries))))
+    if spec.strategy_probes:  # does it probe? does hand 2 use what hand 1 showed?
+        summary.update(probes.suite_probes(trainer, list(suite.entries)))
     return summary
 
 

@@ -102,7 +102,7 @@ Ceilings = Mapping[str, tuple[float, float]]
 def in_domain_ceilings(episodes: pd.DataFrame) -> dict[str, tuple[float, float]]:
     """The Kuhn runs' in-domain (Bayes-optimal, best fixed) ceilings, as written by
     ``mage evaluate`` for each run's own population, K and deals
-    (``mage_core.evaluation.kuhn_ceilings``), keyed by the runs that share them
+    (``mage_core.envs.kuhn_poker.ceilings``), keyed by the runs that share them
     (``"all runs"`` when they all do). Runs evaluated without ceilings are left out."""
     rows = final_episode(episodes[episodes.env.isin(games_with("exact_values"))], IN_DOMAIN)
     rows = rows.dropna(subset=["ceiling_adaptive"])  # best fixed: NaN under early stop (not computed)

@@ -282,7 +282,7 @@ _SECOND_HAND = re.compile(r"^eval/(?P<suite>[a-z0-9_]+)/all/bet_(?P<card>[JQK])_
 
 def second_hand_markdown(sweep: Sweep) -> str:
     """Each point's hand-2 opening bets after a hand 1 that revealed the opponent or did not
-    (``strategy_probes.second_hand_metrics``, read from the points' ``metrics.json``); empty
+    (``envs.kuhn_poker.second_hand.second_hand_metrics``, read from the points' ``metrics.json``); empty
     when no suite measured them (stochastic opponents, K = 1)."""
     from mage_core.evaluation.aggregate import IN_DOMAIN, markdown_table
 

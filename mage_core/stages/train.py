@@ -46,7 +46,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from mage_core.config import Config, ConfigError, load_config
-from mage_core.envs.registry import games_with, task
+from mage_core.envs.registry import games_with, resolve, task
 from mage_core.evaluation.suites import selection_suite
 from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
@@ -265,10 +265,8 @@ def _check_before_writing(cfg: Config) -> tuple[int, str]:
                                      "log-probabilities for PPO, no weight sync); train with hf or vllm, or use a "
                                      "prompting preset (react, reflexion, a_mem, memento)"])
     if cfg.train.select_on == "exact_greedy":
-        from mage_core.evaluation.kuhn_exact import exact_greedy_specs
-
-        exact = games_with("exact_values")
-        if cfg.env.name not in exact or exact_greedy_specs(
+        exact, spec = games_with("exact_values"), task(cfg.env.name).exact_values
+        if spec is None or resolve(spec.greedy_cases)(
                 cfg.population.entries(cfg.env.name), cfg.opponents.settings(), 1, "same") is None:
             raise ConfigError("params", [f"train.select_on: exact_greedy needs env.name {' or '.join(exact)} and a "
                                          "population of deterministic opponents (the exact sum runs over the deals "

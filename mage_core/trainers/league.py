@@ -1,21 +1,20 @@
 """The co-evolving league (``train.league``): opponents made from the policy while it trains.
 
-Every ``train.league.every`` iterations the policy's first hand is read as a behaviour
-strategy (``strategy_probes.first_hand_strategy``: tasks with ``Task.strategy_probes``, Kuhn
-Poker) and the league gains its exact best response in both seats
-(``league_exploiter_<iteration>``, pure) and/or the strategy itself
-(``league_past_<iteration>``, P(BET) to 1/1000); the oldest members beyond ``max_members``
-leave. The training population then gives the league ``share`` of its weight, split evenly
-over the members, each met in either seat. Members are behaviour strategies, so the
-opponents' exact analysis applies to them as to every other Kuhn opponent.
+Every ``train.league.every`` iterations the policy is read as a strategy of its game
+(``trainers.probes.policy_strategy``: tasks with ``Task.strategy_probes``, Kuhn Poker's first
+hand) and the league gains what the task makes of it (``TaskProbes.league_members``: Kuhn's
+exact best response in both seats, ``league_exploiter_<iteration>``, and/or the strategy
+itself, ``league_past_<iteration>``: ``envs/kuhn_poker/league.py``); the oldest members beyond
+``max_members`` leave. The training population then gives the league ``share`` of its weight,
+split evenly over the members, each met in either seat.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from fractions import Fraction
 from typing import Any, Sequence
 
+from mage_core.envs.registry import resolve, task
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.opponents.registry import OpponentSettings
 
@@ -32,7 +31,7 @@ class League:
         settings = self.cfg.opponents.settings()
         if not self.members:
             return settings
-        return dataclasses.replace(settings, kuhn_strategies={**settings.kuhn_strategies, **self.members})
+        return resolve(self._probes().league_opponents)(settings, self.members)
 
     def due(self, iteration: int) -> bool:
         """Whether the league grows after ``iteration`` iterations."""
@@ -40,23 +39,17 @@ class League:
         return bool(every) and iteration % every == 0
 
     def grow(self, iteration: int, strategy: Any) -> dict[str, float]:
-        """Add what ``strategy`` (the policy's first hand) gives, drop the oldest beyond
-        ``max_members``. Returns ``league/members`` and ``league/exploiter_value`` (what the
-        new exploiter wins per hand, seats averaged: the first hand's exploitability)."""
-        from mage_core.envs.kuhn_poker.analysis import best_response
-
+        """Add what ``strategy`` (the policy's, ``probes.policy_strategy``) gives, drop the
+        oldest beyond ``max_members``. Returns ``league/members`` and ``league/exploiter_value``
+        (what the new exploiter wins per hand, seats averaged: the first hand's
+        exploitability)."""
         league = self.cfg.train.league
-        value0, as_first = best_response([(1, strategy)], 0)
-        value1, as_second = best_response([(1, strategy)], 1)
-        if "exploiter" in league.add:
-            self.members[f"league_exploiter_{iteration}"] = {k: Fraction(m) for k, m in {**as_first,
-                                                                                           **as_second}.items()}
-        if "snapshot" in league.add:
-            self.members[f"league_past_{iteration}"] = {k: Fraction(p).limit_denominator(1000)
-                                                        for k, p in strategy.p_bet.items()}
+        members, value = resolve(self._probes().league_members)(strategy, league.add, iteration)
+        for name, table in members.items():
+            self.members[name] = table
         while len(self.members) > league.max_members:
             del self.members[next(iter(self.members))]
-        return {"league/members": float(len(self.members)), "league/exploiter_value": float(value0 + value1) / 2}
+        return {"league/members": float(len(self.members)), "league/exploiter_value": value}
 
     def population(self) -> Population:
         """The training population: the configured one, the league taking ``share`` of it."""
@@ -77,3 +70,9 @@ class League:
         """Restore ``state`` (a resumed run meets the league it had)."""
         self.members = {str(name): {str(key): Fraction(int(num), int(den)) for key, num, den in table}
                         for name, table in (state or [])}
+
+    def _probes(self) -> Any:
+        probes = task(self.game).strategy_probes
+        if probes is None:  # config refuses train.league for such a task (Config._league_plays_kuhn)
+            raise ValueError(f"{self.game} declares no strategy probes: it has no league")
+        return probes

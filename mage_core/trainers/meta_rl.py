@@ -50,7 +50,7 @@ from mage_core.rollout.runner import (
     seeded_generators,
 )
 from mage_core.trainers.batch import AdvantageSettings, build_samples
-from mage_core.trainers import strategy_probes
+from mage_core.trainers import probes
 from mage_core.trainers.data_parallel import Ranks
 from mage_core.trainers.league import League
 
@@ -162,11 +162,11 @@ class MetaRLTrainer:
 
     def update_league(self, iteration: int) -> dict[str, float]:
         """After ``iteration`` iterations, when the league is due: grow it from the policy's
-        first hand (``strategy_probes.first_hand_strategy``) and rebuild the training
-        population (``League.grow``'s metrics; empty when not due)."""
+        first hand (``probes.policy_strategy``) and rebuild the training population
+        (``League.grow``'s metrics; empty when not due)."""
         if not self.league.due(iteration):
             return {}
-        metrics = self.league.grow(iteration, strategy_probes.first_hand_strategy(self))
+        metrics = self.league.grow(iteration, probes.policy_strategy(self))
         self.population = self.league.population()
         return metrics
 
@@ -388,16 +388,16 @@ class MetaRLTrainer:
         seed ``evaluation.selection_seed``, or ``seed``; WebShop: its ``select``
         split, ``evaluation.suites.selection_suite``), and for Kuhn Poker against
         deterministic opponents the greedy policy's exact value
-        (``strategy_probes.exact_greedy_values``: ``chips_exact_ep{k}`` next to the sampled
+        (``probes.exact_greedy_values``: ``chips_exact_ep{k}`` next to the sampled
         ``chips_ep{k}``) and the exact exploitability of the policy's first hand
-        (``strategy_probes.first_hand_exploitability``)."""
+        (``probes.strategy_metrics``)."""
         suite = selection_suite(self.cfg)
         metas = self.run_suite(suite, per_opponent_seat or self.cfg.evaluation.meta_episodes_per_opponent_seat,
                                self.cfg.evaluation.selection_seed if seed is None else seed, pool="select")
         unit_scale, unit = reward_unit(self.cfg, self.game)
         summary = summarize(metas, self.eval_settings.num_episodes, unit_scale, unit, suite.weights())
-        return ({**{f"eval/{k}": v for k, v in summary.items()}, **strategy_probes.exact_greedy_values(self),
-                 **strategy_probes.first_hand_exploitability(self)}, metas)
+        return ({**{f"eval/{k}": v for k, v in summary.items()}, **probes.exact_greedy_values(self),
+                 **probes.strategy_metrics(self)}, metas)
 
     def check_suite_sizes(self, suites: Sequence[Suite], per_opponent_seat: int) -> None:
         """Before any work: an evaluation set of a finite split (WebShop's goals, ALFWorld's
@@ -441,7 +441,7 @@ class MetaRLTrainer:
 def selection_score(metrics: dict[str, float], game: str, num_episodes: int, select_on: str) -> float:
     """The figure that picks the best policy (``train.select_on``)."""
     if select_on == "exact_greedy":
-        return metrics[f"eval/all/chips_exact_ep{num_episodes}"]
+        return metrics[f"eval/all/{task(game).headline}_exact_ep{num_episodes}"]
     return headline(metrics, game, num_episodes)
 
 

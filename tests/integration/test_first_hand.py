@@ -1,4 +1,4 @@
-"""The policy's first Kuhn hand read from its scores (``MetaRLTrainer.first_hand_*``):
+"""The policy's first Kuhn hand read from its scores (``trainers.probes``, ``envs/kuhn_poker/probes.py``):
 every infoset reached as planned, probabilities equal to those the rollout itself
 samples with, and the exact exploitability of the resulting strategy."""
 
@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mage_core.trainers import strategy_probes
+from mage_core.envs.kuhn_poker import probes as kuhn_probes
+from mage_core.envs.kuhn_poker import second_hand
+from mage_core.trainers import probes
+from mage_core.trainers.probes import TrainerView
 from mage_core.generation import SamplingParams
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker.analysis import exploitability
-from mage_core.evaluation.kuhn_exact import fix_deals
+from mage_core.envs.kuhn_poker.exact_greedy import fix_deals
 from mage_core.policy.model import load_policy
 from mage_core.rollout.meta_episode import MetaEpisodeSpec
 from mage_core.rollout.runner import meta_episode_seeds
@@ -36,12 +39,12 @@ def trainer(tmp_path_factory: pytest.TempPathFactory) -> MetaRLTrainer:
 
 
 def test_first_hand_strategy_is_what_the_rollout_samples_from(trainer: MetaRLTrainer) -> None:
-    strategy = strategy_probes.first_hand_strategy(trainer)
+    strategy = probes.policy_strategy(trainer)
     assert sorted(strategy.p_bet) == sorted(["J", "Q", "K", "Jpb", "Qpb", "Kpb", "Jp", "Qp", "Kp", "Jb", "Qb", "Kb"])
     assert all(0 < float(p) < 1 for p in strategy.p_bet.values())  # an untrained policy, temperature 1
     # The opening bets of a suite where the agent opens are the same numbers.
-    opening = strategy_probes.opening_bets(trainer, parse_config({"population": {"kuhn_poker": "probe"}}).population.entries(
-        "kuhn_poker"))
+    probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
+    opening = kuhn_probes.opening_bets(TrainerView(trainer), probe)
     assert [opening[f"all/opening_bet_{c}_ep1"] for c in "JQK"] == pytest.approx(
         [float(strategy.p_bet[c]) for c in "JQK"], abs=1e-6)  # other batches: float32 rounding
     # Play K as first player against `aggressive` (which bets after a check): where the agent
@@ -65,8 +68,8 @@ def test_first_hand_strategy_is_what_the_rollout_samples_from(trainer: MetaRLTra
 
 
 def test_first_hand_exploitability_is_exact_for_the_read_strategy(trainer: MetaRLTrainer) -> None:
-    metrics = strategy_probes.first_hand_exploitability(trainer)
-    strategy = strategy_probes.first_hand_strategy(trainer)
+    metrics = probes.strategy_metrics(trainer)
+    strategy = probes.policy_strategy(trainer)
     assert metrics["eval/first_hand/exploitability"] == float(exploitability(strategy))
     assert metrics["eval/first_hand/exploitability"] > 0  # an untrained policy is no equilibrium
     assert metrics["eval/first_hand/p_bet_Kb"] == float(strategy.p_bet["Kb"])
@@ -85,7 +88,7 @@ BAYES_AFTER = {"tight_caller": {"J": 1, "Q": 0, "K": 0}, "calling_station": {"J"
 
 def test_second_hand_bets_views_posteriors_and_best_responses(trainer: MetaRLTrainer) -> None:
     entries = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
-    rows = strategy_probes.second_hand_bets(trainer, entries)
+    rows = second_hand.second_hand_bets(TrainerView(trainer), entries)
     by_view = {}
     for row in rows:
         by_view.setdefault(row["view"], []).append(row)
@@ -121,7 +124,7 @@ def test_second_hand_bets_views_posteriors_and_best_responses(trainer: MetaRLTra
 
 def test_second_hand_bets_are_what_the_rollout_samples_from(trainer: MetaRLTrainer) -> None:
     entries = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
-    rows = {(r["view"], r["card"]): r["p_bet"] for r in strategy_probes.second_hand_bets(trainer, entries)}
+    rows = {(r["view"], r["card"]): r["p_bet"] for r in second_hand.second_hand_bets(TrainerView(trainer), entries)}
     # Sampled play against the tight caller, deals (J, Q) then (K, J): where the agent bet J,
     # the caller folded, and the agent's first hand-2 move was sampled from P(BET | "J: bp", K).
     specs = [MetaEpisodeSpec("kuhn_poker", "tight_caller", 0, 0, i) for i in range(24)]
@@ -145,7 +148,7 @@ def test_second_hand_metrics_weigh_views_by_probability() -> None:
         {"view": "c", "card": "J", "p_view": 0.2, "posterior": {"x": 0.5, "y": 0.5}, "p_bet": 0.2, "bayes_bet": None},
         {"view": "d", "card": "K", "p_view": 0.4, "posterior": {"y": 1.0}, "p_bet": 0.7, "bayes_bet": 1},
     ]
-    metrics = strategy_probes.second_hand_metrics(rows)
+    metrics = second_hand.second_hand_metrics(rows)
     assert metrics["all/bet_J_ep2_after_x"] == pytest.approx((0.1 * 0.9 + 0.3 * 0.5) / 0.4)
     assert metrics["all/bet_J_ep2_unrevealed"] == pytest.approx(0.2)
     assert metrics["all/bet_K_ep2_after_y"] == pytest.approx(0.7)
@@ -153,9 +156,9 @@ def test_second_hand_metrics_weigh_views_by_probability() -> None:
     # above 1/2) where checking is best, d bets where betting is best: all three agree.
     assert metrics["all/ep2_bayes_agreement"] == pytest.approx(1.0)
     rows[1]["p_bet"] = 0.8  # now b bets where checking is best
-    assert strategy_probes.second_hand_metrics(rows)["all/ep2_bayes_agreement"] == pytest.approx(0.5 / 0.8)
-    assert strategy_probes.second_hand_metrics([]) == {}
-    assert strategy_probes.second_hand_metrics(None) == {}
+    assert second_hand.second_hand_metrics(rows)["all/ep2_bayes_agreement"] == pytest.approx(0.5 / 0.8)
+    assert second_hand.second_hand_metrics([]) == {}
+    assert second_hand.second_hand_metrics(None) == {}
 
 
 def test_second_hand_is_the_last_hand_at_k2(tmp_path: Path) -> None:
@@ -168,7 +171,7 @@ def test_second_hand_is_the_last_hand_at_k2(tmp_path: Path) -> None:
     model, tokenizer = load_policy(tmp_path / "policy-init")
     generator = make_generator(cfg, tokenizer, tmp_path / "policy-init", model, copy_model=False)
     trainer = MetaRLTrainer(cfg, None, generator, make_codec(tokenizer, cfg.policy))
-    rows = strategy_probes.second_hand_bets(trainer, cfg.population.entries("kuhn_poker"))
+    rows = second_hand.second_hand_bets(TrainerView(trainer), cfg.population.entries("kuhn_poker"))
     unrevealed = [r for r in rows if max(r["posterior"].values()) < 1]
     assert unrevealed and all(r["bayes_bet"] == BAYES_AFTER_K2[r["card"]] for r in unrevealed)
 
@@ -180,7 +183,7 @@ def test_second_hand_names_what_it_cannot_read(trainer: MetaRLTrainer, monkeypat
     from dataclasses import replace
 
     probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
-    assert strategy_probes.second_hand_unreadable(trainer, probe) is None
+    assert second_hand.second_hand_unreadable(TrainerView(trainer), probe) is None
     settings = trainer.eval_settings
     cases = [
         ({"retrieval": "notes"}, probe, r"^method: a 'notes' retrieval memory \(A-MEM, Memento\) is shared"),
@@ -191,8 +194,8 @@ def test_second_hand_names_what_it_cannot_read(trainer: MetaRLTrainer, monkeypat
     ]
     for change, entries, reason in cases:
         monkeypatch.setattr(trainer, "eval_settings", replace(settings, **change))
-        assert re.match(reason, strategy_probes.second_hand_unreadable(trainer, entries) or ""), change
-        assert strategy_probes.second_hand_bets(trainer, entries) is None
+        assert re.match(reason, second_hand.second_hand_unreadable(TrainerView(trainer), entries) or ""), change
+        assert second_hand.second_hand_bets(TrainerView(trainer), entries) is None
     monkeypatch.setattr(trainer, "eval_settings", settings)
 
 
@@ -201,15 +204,15 @@ def test_second_hand_stops_where_the_environment_plays_another_hand_1(trainer: M
     """The simulated hand 1 is checked against the environment's: simulate the tight caller
     as the calling station (it calls where the other folds) and the reading stops, naming it."""
     probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
-    suite = strategy_probes._second_hand_suite
+    suite = second_hand._second_hand_suite
 
     def swapped(*args: object) -> object:
         weights, strategies = suite(*args)
         return weights, {**strategies, "tight_caller": strategies["calling_station"]}
 
-    monkeypatch.setattr(strategy_probes, "_second_hand_suite", swapped)
+    monkeypatch.setattr(second_hand, "_second_hand_suite", swapped)
     with pytest.raises(RuntimeError, match=r"against 'tight_caller', deal \(\d, \d\), the environment's hand 1"):
-        strategy_probes.second_hand_bets(trainer, probe)
+        second_hand.second_hand_bets(TrainerView(trainer), probe)
 
 
 def test_second_hand_replayed_deal_and_early_stop_name_no_bayes_move(trainer: MetaRLTrainer,
@@ -221,11 +224,11 @@ def test_second_hand_replayed_deal_and_early_stop_name_no_bayes_move(trainer: Me
 
     probe = parse_config({"population": {"kuhn_poker": "probe"}}).population.entries("kuhn_poker")
     monkeypatch.setattr(trainer, "eval_settings", replace(trainer.eval_settings, restart="same"))
-    rows = strategy_probes.second_hand_bets(trainer, probe)
+    rows = second_hand.second_hand_bets(TrainerView(trainer), probe)
     assert len(rows) == 18 and all(r["card"] == r["view"][0] for r in rows)
     assert all(r["bayes_bet"] is None and r["note"] in {"restart same", "tie"} for r in rows)
     monkeypatch.setattr(trainer, "eval_settings", replace(trainer.eval_settings, restart="fresh", early_stop=True))
-    rows = strategy_probes.second_hand_bets(trainer, probe)
+    rows = second_hand.second_hand_bets(TrainerView(trainer), probe)
     views = {r["view"] for r in rows}
     assert "J: bp" not in views and "K: bp" not in views  # won: the meta-episode ends
     assert "J: bb, opponent showed Q" in views  # lost: hand 2 is played

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from mage_core.evaluation.kuhn_ceilings import population_mixes
+from mage_core.envs.kuhn_poker.ceilings import population_mixes
 from mage_core.opponents.population import PopulationEntry, preset
 from mage_core.opponents.registry import OpponentSettings
-from mage_core.stages.kuhn_analyze import population_ceilings, run
+from mage_core.envs.kuhn_poker.commands import population_ceilings
+from mage_core.stages import analyze
 
 pytestmark = pytest.mark.unit
 
@@ -52,7 +53,7 @@ def test_fixed_seat_population_uses_that_seat_only() -> None:
 def test_cli_run_prints_the_tables(project_root: Path, capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # no wrapped cells
-    assert run(str(project_root / "params.yaml"), meta_hands=2) == 0
+    assert analyze.run("kuhn_poker", str(project_root / "params.yaml"), meta_hands=2) == 0
     out = capsys.readouterr().out
     assert "Bayes K=2 fresh" in out and "1/8" in out and "11/40" in out
 
@@ -63,7 +64,7 @@ def test_cli_run_prints_each_family_prior(project_root: Path, capsys: pytest.Cap
 
     monkeypatch.setenv("COLUMNS", "250")
     family = "opponents.kuhn_families={g: {count: 4, seed: 1, alpha: 0.5, beta: 0.5}}"
-    assert run(str(project_root / "params.yaml"), meta_hands=2, overrides=[family]) == 0
+    assert analyze.run("kuhn_poker", str(project_root / "params.yaml"), [family], meta_hands=2) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("│ g "))
     bayes = mean_over_seats(lambda seat: beta_prior_meta_value(Fraction(1, 2), Fraction(1, 2), 2, "fresh", seat))

@@ -13,11 +13,11 @@ from fractions import Fraction
 
 import pytest
 
-from mage_core.trainers import strategy_probes
+from mage_core.trainers import probes
 from mage_core.generation import Generation
 from mage_core.config import parse_config
 from mage_core.envs.kuhn_poker import analysis
-from mage_core.evaluation.kuhn_exact import exact_greedy_specs
+from mage_core.envs.kuhn_poker.exact_greedy import exact_greedy_cases
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import make_opponent
 from mage_core.policy.tokenizer import build_tokenizer
@@ -75,7 +75,7 @@ def test_exact_value_of_fixed_policies_equals_the_analysis(restart: str, bet_wit
     from mage_core.envs.kuhn_poker.rules import ALL_INFOSETS
 
     trainer = trainer_for(restart, bet_with)
-    metrics = strategy_probes.exact_greedy_values(trainer)
+    metrics = probes.exact_greedy_values(trainer)
     agent = {key: int(key[0] in bet_with) for key in ALL_INFOSETS}  # the rule as a P(BET) table
     expected = float(population_value(trainer.cfg, agent))
     for k in (1, 2, 3):
@@ -89,15 +89,15 @@ def test_exact_value_of_fixed_policies_equals_the_analysis(restart: str, bet_wit
 def test_cases_enumerate_every_deal_and_a_stochastic_opponent_has_no_exact_sum() -> None:
     cfg = parse_config({"env": {"name": "kuhn_poker"}, "tournament": {"matches": []}})
     settings, entries = cfg.opponents.settings(), cfg.population.entries("kuhn_poker")
-    fresh = exact_greedy_specs(entries, settings, 3, "fresh")
-    same = exact_greedy_specs(entries, settings, 3, "same")
+    fresh = exact_greedy_cases(entries, settings, 3, "fresh")
+    same = exact_greedy_cases(entries, settings, 3, "same")
     assert fresh is not None and same is not None
     assert len(fresh) == 3 * 2 * 6**3 == 1296 and len(same) == 3 * 2 * 6
     assert sum(p for _, _, p in fresh) == pytest.approx(1.0) and sum(p for _, _, p in same) == pytest.approx(1.0)
     assert all(len(deals) == 3 for _, deals, _ in fresh) and all(len(deals) == 1 for _, deals, _ in same)
     cfr = parse_config({"env": {"name": "kuhn_poker"}, "population": {"kuhn_poker": "held_out"},
                         "tournament": {"matches": []}})
-    assert exact_greedy_specs(cfr.population.entries("kuhn_poker"), settings, 3, "fresh") is None
+    assert exact_greedy_cases(cfr.population.entries("kuhn_poker"), settings, 3, "fresh") is None
 
 
 def test_fixed_deals_are_played_in_order_then_random_again() -> None:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from mage_core.envs.tic_tac_toe.rules import TicTacToeState
-from mage_core.evaluation.ttt_exact import MoveDistributions, best_response, play
+from mage_core.envs.tic_tac_toe.best_response import MoveDistributions, best_response, play
 from mage_core.opponents.patterns import PATTERNS
 from mage_core.opponents.registry import make_opponent
-from mage_core.stages.ttt_analyze import run
+from mage_core.stages import analyze
 
 pytestmark = pytest.mark.unit
 
@@ -130,7 +130,7 @@ def test_bad_input_is_refused() -> None:
 def test_analyze_command_writes_the_population_ceiling(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "ttt.json"
     params = Path(__file__).resolve().parents[2] / "params.yaml"
-    assert run(str(params), opponents=["pattern-corners", "random"], games=200, out=str(out)) == 0
+    assert analyze.run("tic_tac_toe", str(params), opponents=["pattern-corners", "random"], games=200, out=str(out)) == 0
     figures = json.loads(out.read_text())
     assert figures["opponents"]["pattern-corners"]["0"]["win"]["played"]["win"] == 1.0
     # Equal weights over the two opponents and both seats: the mean of the four played win rates.
@@ -146,6 +146,6 @@ def test_analyze_command_refuses_bad_arguments() -> None:
 
     params = Path(__file__).resolve().parents[2] / "params.yaml"
     with pytest.raises(ConfigError, match="--samples"):
-        run(str(params), samples=0)
+        analyze.run("tic_tac_toe", str(params), samples=0)
     with pytest.raises(ConfigError, match="--opponent"):
-        run(str(params), opponents=["mcts-x"])
+        analyze.run("tic_tac_toe", str(params), opponents=["mcts-x"])

@@ -9,7 +9,7 @@ import pytest
 
 from mage_core.config import ConfigError, parse_config
 from mage_core.envs.tic_tac_toe.rules import EMPTY, TicTacToeState
-from mage_core.evaluation.ttt_exact import MoveDistributions
+from mage_core.envs.tic_tac_toe.best_response import MoveDistributions
 from mage_core.opponents.mcts import MCTSPlayer
 from mage_core.opponents.patterns import PatternPlayer
 from mage_core.opponents.registry import make_opponent

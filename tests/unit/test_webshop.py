@@ -23,7 +23,7 @@ from mage_core.envs.webshop.reward import (
     attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
 )
 from mage_core.envs.webshop.search import SearchEngine
-from mage_core.stages.webshop_data import play_expert, play_random
+from mage_core.envs.webshop.commands import play_expert, play_random
 
 pytestmark = pytest.mark.unit
 

@@ -7,6 +7,8 @@
 - ``engine``: that expert check, and the play env and walkthrough replay that check a
   dataset (TextWorld's PDDL engine with ALFWorld's wrappers);
 - ``task_types``: ALFRED's six task types and its sampler's constraints on each.
+- ``layout``: the split folders and the error a games folder raises;
+- ``commands``: ``mage alfworld generate|check`` and ``mage data generate alfworld``.
 
 Playing them as an agent environment (``env.name: alfworld``) is not built yet.
 Needs the ``alfworld`` extra; importing this package does not import alfworld.

@@ -29,18 +29,13 @@ from typing import Sequence
 
 import numpy as np
 
+from mage_core.envs.alfworld.layout import SPLIT_FOLDERS, AlfWorldDataError  # noqa: F401  (re-exported)
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 
-#: Split -> its folder in ALFWorld's layout (json_2.1.1/...).
-SPLIT_FOLDERS = {"train": "train", "eval_in_distribution": "valid_seen", "eval_out_of_distribution": "valid_unseen"}
 NOTHING_HAPPENS = "Nothing happens."
 _TASK = re.compile(r"Your task is to: (.*)")
 _PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
 _SEARCH = re.compile(r"^(?:go to|open) (.+)$")  # a command that looks somewhere
-
-
-class AlfWorldDataError(ValueError):
-    """A game folder is missing, empty, or holds a game that cannot be played."""
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ import functools
 import json
 from typing import Any, Iterator, Mapping, Sequence
 
+from mage_core.envs.alfworld.layout import AlfWorldDataError
+
 #: The attributes of a variable (TextWorld's ``EntityInfo``) the PDDL engine always sets to
 #: text (``PddlEnv._get_entity_infos``, ALFWorld's ``AlfredDemangler``): the others are None.
 TEXT_ATTRIBUTES = ("id", "type", "name", "definite", "indefinite")
@@ -319,8 +321,6 @@ def parse_pddl(domain: str, problem: str) -> Any:
 def check_game_data(data: Any, where: str) -> None:
     """Refuse what TextWorld should never load, or could not play (``AlfWorldDataError``
     naming ``where``)."""
-    from mage_core.envs.alfworld.env import AlfWorldDataError
-
     if not isinstance(data, dict):
         raise AlfWorldDataError(f"{where}: a JSON {type(data).__name__}, not a game (an object with "
                                 f"{', '.join(GAME_KEYS)})")
@@ -356,8 +356,6 @@ def check_game_data(data: Any, where: str) -> None:
 
 def check_game_file(path: str) -> dict:
     """Read and check a game file (``check_game_data``); its JSON."""
-    from mage_core.envs.alfworld.env import AlfWorldDataError
-
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)

@@ -89,7 +89,7 @@ TASK = Task(
     # covers its prompt shapes; its words come from ``texts``.
     action_words=_action_words,
     data=TaskData(problems=_problems, params="mage_core.envs.alfworld.params:AlfWorldDataConfig",
-                  generate="mage_core.stages.alfworld_data:generate_from_params",
+                  generate="mage_core.envs.alfworld.commands:generate_from_params",
                   texts=_texts, corpus_meta_episodes=1),
     expert="mage_core.envs.alfworld.expert:act",
     expert_settings={"planner": True},

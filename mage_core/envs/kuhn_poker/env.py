@@ -112,7 +112,7 @@ class KuhnPokerEnv:
         in order: the current hand is dealt anew with the first (call it before
         anything is played), each later ``reset()`` takes the next, and random
         deals resume after the last. Exact evaluation enumerates every deal
-        sequence this way (``mage_core.evaluation.kuhn_exact``)."""
+        sequence this way (``mage_core.envs.kuhn_poker.exact_greedy``)."""
         deals = [tuple(int(c) for c in d) for d in deals]
         for d in deals:
             if d not in DEALS:

@@ -1,13 +1,20 @@
-"""Kuhn Poker as a task (``mage_core.envs.task``): read in chips, exact values and ceilings."""
+"""Kuhn Poker as a task (``mage_core.envs.task``): read in chips, exact values and ceilings.
+
+Its analyses live in this folder and are reached through the hooks below: the suites'
+ceilings (``ceilings.py``), the greedy policy's exact value (``exact_greedy.py``), the
+strategy probes (``probes.py``, ``second_hand.py``), the league's members (``league.py``)
+and its commands (``commands.py``: ``mage kuhn analyze``, ``mage kuhn probe``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mage_core.envs.task import Task, TaskPrompt
+from mage_core.envs.task import Task, TaskExact, TaskProbes, TaskPrompt
 
 if TYPE_CHECKING:
     import numpy as np
+
+_HERE = "mage_core.envs.kuhn_poker"
 
 
 def _new_game(rng: np.random.Generator) -> Any:
@@ -52,7 +59,19 @@ TASK = Task(
     headline="chips",
     reward_scale=lambda settings: settings.reward_per_chip,
     episode_noun="hand",
-    exact_values=True,
-    strategy_probes=True,
+    exact_values=TaskExact(
+        suite=f"{_HERE}.ceilings:suite_figures",
+        greedy_cases=f"{_HERE}.exact_greedy:exact_greedy_cases",
+        greedy_values=f"{_HERE}.exact_greedy:greedy_values",
+    ),
+    strategy_probes=TaskProbes(
+        strategy=f"{_HERE}.probes:first_hand_strategy",
+        metrics=f"{_HERE}.probes:first_hand_metrics",
+        suite=f"{_HERE}.probes:suite_probes",
+        command=f"{_HERE}.commands:probe",
+        league_members=f"{_HERE}.league:league_members",
+        league_opponents=f"{_HERE}.league:league_opponents",
+    ),
+    analyze=f"{_HERE}.commands:analyze",
     reference_keys=("train.kl_estimator", "population.kuhn_poker", "evaluation.ood.kuhn_poker"),
 )

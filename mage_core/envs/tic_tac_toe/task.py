@@ -1,4 +1,7 @@
-"""Tic-Tac-Toe as a task (``mage_core.envs.task``): a two-player game that can end level."""
+"""Tic-Tac-Toe as a task (``mage_core.envs.task``): a two-player game that can end level.
+
+Its exact analysis (best responses to the population, ``best_response.py``) lives in this
+folder, reached through ``analyze`` (``commands.py``: ``mage ttt analyze``)."""
 
 from __future__ import annotations
 
@@ -49,5 +52,6 @@ TASK = Task(
     new_game=_new_game,
     opponents="mage_core.opponents.registry:TIC_TAC_TOE",
     draws=True,
+    analyze="mage_core.envs.tic_tac_toe.commands:analyze",
     reference_keys=("train.kl_estimator", "population.tic_tac_toe"),
 )

@@ -6,4 +6,5 @@ generator of catalogues in the official file schema (docs/environments.md).
 - ``search``: BM25 over the products' indexed text;
 - ``reward``: the official purchase reward (type x matched attributes, options, price);
 - ``env``: the pages, the actions and the episode (``WebShopEnv``), and the scripted expert.
+- ``commands``: ``mage webshop generate|check`` and ``mage data generate webshop``.
 """

@@ -81,7 +81,7 @@ TASK = Task(
     ood_defaults={"unseen_categories": {}},
     action_words=_action_words,
     data=TaskData(problems=_problems, params="mage_core.envs.webshop.params:WebShopDataConfig",
-                  generate="mage_core.stages.webshop_data:generate_from_params",
+                  generate="mage_core.envs.webshop.commands:generate_from_params",
                   texts=_texts),
     expert="mage_core.envs.webshop.expert:act",
 )

@@ -7,6 +7,10 @@ place at the end, so an interrupted run leaves nothing partial. ``check`` replay
 every game's stored walkthrough in TextWorld's PDDL engine with ALFWorld's
 wrappers (no expert) and fails (exit 1) if one does not win, and refuses (exit 2,
 never loading it) a file that is no game or whose grammar holds code (grammar.py).
+
+ALFWorld's own commands, in its folder: ``mage data generate alfworld`` reaches
+``generate_from_params`` through the task (``TaskData.generate``), and the DVC stage
+``data@alfworld``, which depends on this folder, re-runs when they change.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.table import Table
 
-from mage_core.config import ConfigError
 from mage_core.io.atomic import DIR_MODE
+from mage_core.schema import ConfigError
 
 
 def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int, task_types=None) -> int:
@@ -74,7 +78,7 @@ def check(folder: str) -> int:
     if not files:
         console.print(f"[red]error:[/red] {folder}: no game.tw-pddl under it")
         return 2
-    from mage_core.envs.alfworld.env import AlfWorldDataError
+    from mage_core.envs.alfworld.layout import AlfWorldDataError
 
     env = G.make_play_env()
     won: collections.Counter = collections.Counter()

@@ -9,24 +9,27 @@ the game-theoretically optimal moves, so no opponent can beat it). Each policy i
 real opponent ``--games`` times: the played win rate, with its Wilson 95%
 interval, is the honest figure (an estimated distribution makes the expectimax
 value optimistic). Last, the population-weighted ceilings per seat and overall:
-the bound next to every Tic-Tac-Toe learning figure (``mage_core.evaluation.ttt_exact``).
+the bound next to every Tic-Tac-Toe learning figure (``best_response``).
+
+Tic-Tac-Toe's own command, reached through its task (``Task.analyze``): the stage that calls
+it (``stages.analyze``) loads the configuration; ``analyze`` takes it ready.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from mage_core.config import ConfigError, load_config
-from mage_core.evaluation.ttt_exact import MoveDistributions, best_response, play
+from mage_core.envs.tic_tac_toe.best_response import MoveDistributions, best_response, play
 from mage_core.io.atomic import write_json_atomic
 from mage_core.opponents.population import Population
 from mage_core.opponents.registry import check_opponent_name, make_opponent
+from mage_core.schema import ConfigError
 
 SEAT_NAMES = {0: "first (X)", 1: "second (O)"}
 #: The objectives reported: the success-rate ceiling and the never-lose policy.
@@ -60,9 +63,10 @@ def _check(samples: int, games: int) -> None:
         raise ConfigError("command line", problems)
 
 
-def run(params: str, opponents: Sequence[str] | None = None, samples: int = 200, games: int = 2000,
-        seed: int = 0, out: str | None = None, overrides: Sequence[str] = ()) -> int:
-    cfg = load_config(params, overrides)
+def analyze(cfg: Any, opponents: Sequence[str] | None = None, samples: int = 200, games: int = 2000,
+            seed: int = 0, out: str | None = None) -> int:
+    """``mage ttt analyze`` on the loaded configuration ``cfg``: the tables (and with ``out``
+    the figures as JSON), exit code 0; ``ConfigError`` naming a bad option."""
     _check(samples, games)
     settings = cfg.opponents.settings()
     if opponents:

@@ -1,26 +1,38 @@
-"""``mage kuhn analyze``: exact best responses and population ceilings.
+"""Kuhn Poker's own commands: what ``mage kuhn analyze`` and ``mage kuhn probe`` print.
 
-Per opponent: the best-response value and strategy in each seat. For the
-configured Kuhn population: per seat the best single fixed strategy, the value
-of knowing the opponent, the final hand of a "play fixed, then respond" agent
-(no probing) and the Bayes-optimal final-hand value of a meta-episode (fresh deal
-each hand, and the same deal replayed), then the seat-weighted total (docs/method.md
-section 11; ``mage_core.evaluation.kuhn_ceilings``). All values are exact fractions.
+``analyze`` (the task's ``Task.analyze``): per opponent, the best-response value and
+strategy in each seat. For the configured Kuhn population: per seat the best single fixed
+strategy, the value of knowing the opponent, the final hand of a "play fixed, then respond"
+agent (no probing) and the Bayes-optimal final-hand value of a meta-episode (fresh deal each
+hand, and the same deal replayed), then the seat-weighted total (docs/method.md section 11;
+``ceilings``). All values are exact fractions.
+
+``probe`` (``TaskProbes.command``): the rows of ``second_hand.second_hand_bets`` for a
+trained policy, as a table (and a CSV file).
+
+The stages that call them (``stages.analyze``, ``stages.kuhn_probe``) load the configuration
+and the policy; these take them ready.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from mage_core.config import ConfigError, load_config
 from mage_core.envs.kuhn_poker import analysis
-from mage_core.evaluation.kuhn_ceilings import behaviour, population_mixes
+from mage_core.envs.kuhn_poker.ceilings import behaviour, population_mixes
+from mage_core.envs.kuhn_poker.second_hand import second_hand_bets, second_hand_metrics, second_hand_unreadable
+from mage_core.envs.policy_view import PolicyView
 from mage_core.opponents.kuhn import BehaviourStrategy
+from mage_core.opponents.population import PopulationEntry
 from mage_core.opponents.registry import check_opponent_name
+from mage_core.schema import ConfigError
 
 SEAT_NAMES = {0: "first", 1: "second"}
 
@@ -31,7 +43,7 @@ def population_ceilings(
     """Rows per agent seat and the seat-weighted total.
 
     ``mixes``: seat -> (probability of the seat, opponent mix given the seat)
-    (``kuhn_ceilings.population_mixes``).
+    (``ceilings.population_mixes``).
     """
     measures: dict[str, Callable[[list, int], Fraction]] = {
         "best fixed strategy": lambda mix, seat: analysis.best_response(mix, seat)[0],
@@ -58,9 +70,9 @@ def population_ceilings(
     return rows
 
 
-def run(params: str, opponents: Sequence[str] | None = None, meta_hands: int = 3,
-        overrides: Sequence[str] = ()) -> int:
-    cfg = load_config(params, overrides)
+def analyze(cfg: Any, opponents: Sequence[str] | None = None, meta_hands: int = 3) -> int:
+    """``mage kuhn analyze`` on the loaded configuration ``cfg``: the tables, exit code 0;
+    ``ConfigError`` naming a bad option."""
     settings = cfg.opponents.settings()
     if meta_hands < 0 or meta_hands > 8:
         raise ConfigError("command line", [f"--meta-hands: must lie in 0..8, got {meta_hands}"])
@@ -131,3 +143,47 @@ def prior_table(families: Mapping[str, Any], meta_hands: int) -> Table:
         table.add_row(name, f"Beta({family.alpha:g}, {family.beta:g})",
                       *(f"{float(v):.4f}" for v in values), f"{mean:.4f} +- {error:.4f}")
     return table
+
+
+#: ``best_bet`` as ``mage kuhn probe`` prints it.
+MOVES = {1: "bet", 0: "check", None: "either"}
+
+
+def probe(policy: PolicyView, entries: Sequence[PopulationEntry], csv_path: str | None = None) -> int:
+    """``mage kuhn probe``: the policy's hand-2 bets after every hand 1 against ``entries``
+    (``second_hand_bets``) as a table and its summary figures, and with ``csv_path`` as a CSV
+    file; ``ConfigError`` naming the setting where they cannot be read."""
+    reason = second_hand_unreadable(policy, entries)
+    if reason is not None:
+        raise ConfigError("params", [reason])
+    rows = second_hand_bets(policy, entries)
+    if not rows:
+        raise ConfigError("params", ["rollout.early_stop: every meta-episode stopped after hand 1, so no hand 2 "
+                                     "was played; probe with --set rollout.early_stop=false"])
+    console = Console()
+    table = Table(title="Hand 2 after hand 1, the agent first to act: the policy's P(BET) at its first hand-2 "
+                        "decision (read from its scores) and the best response to the posterior for that hand")
+    for col in ("hand 1 (agent's card: betting)", "P(view)", "posterior", "hand-2 card", "policy P(BET)",
+                "best response", "Bayes-optimal?"):
+        table.add_column(col)
+    for row in rows:
+        posterior = ", ".join(f"{n} {p:.2f}" for n, p in row["posterior"].items())
+        table.add_row(row["view"], f"{row['p_view']:.3f}", posterior, row["card"], f"{row['p_bet']:.3f}",
+                      MOVES[row["best_bet"]], "yes" if row["bayes_bet"] is not None else f"no: {row['note']}")
+    console.print(table)
+    for key, value in second_hand_metrics(rows).items():
+        console.print(f"{key.removeprefix('all/')}: {value:.3f}")
+    if csv_path is not None:
+        from io import StringIO
+
+        from mage_core.io.atomic import write_text_atomic
+
+        text = StringIO()
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "posterior": json.dumps(r["posterior"])} for r in rows)
+        path = Path(csv_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text.getvalue())  # never a half-written table
+        console.print(f"written to {path}")
+    return 0

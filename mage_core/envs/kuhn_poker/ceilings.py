@@ -30,7 +30,8 @@ earned by adaptation, and ``adaptive - passive`` is what deliberate exploration
 is worth in this suite. Each value is seat-weighted by the
 suite's own (opponent, seat) probabilities, so it is the ceiling of the suite's
 ``all`` figure. ``mage evaluate`` writes them next to every suite's figures
-(``ceiling_<name>`` in the ``all`` group); the report and the ablation summary
+(``ceiling_<name>`` in the ``all`` group, with the per-opponent figures of
+``suite_figures``: the task's ``TaskExact.suite``); the report and the ablation summary
 print them next to every Kuhn number.
 """
 
@@ -39,9 +40,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from mage_core.envs.kuhn_poker import analysis
+from mage_core.envs.kuhn_poker.exact_greedy import SEAT_NAMES
 from mage_core.opponents.kuhn import BehaviourStrategy
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.opponents.registry import OpponentSettings, make_opponent
@@ -157,3 +159,39 @@ def suite_ceilings(entries: Sequence[PopulationEntry], settings: OpponentSetting
 def ceiling_metrics(ceilings: SuiteCeilings) -> dict[str, float]:
     """``all/ceiling_<name>`` figures for a suite's metrics (the ceilings its protocol has)."""
     return {f"all/ceiling_{name}": float(value) for name, value in ceilings.values().items()}
+
+
+def suite_figures(entries: Sequence[PopulationEntry], weights: Mapping[tuple[str, int], float],
+                  settings: OpponentSettings, k: int, restart: str, early_stop: bool,
+                  say: Callable[[str], Any] = print) -> tuple[dict[str, float], dict[str, float]]:
+    """Exact figures a Kuhn suite's chips are read against, for ``k`` hands with ``restart``
+    deals, with or without early stop (``Task.exact_values.suite``):
+
+    - ``all/ceiling_*``: the suite's ceilings (beyond ``MAX_EXACT_HANDS`` hands left out, and
+      ``say`` tells why);
+    - per (opponent, seat): ``best_response_value`` (one hand) and ``ceiling_known`` (the
+      final hand with the opponent known, under the suite's protocol: the best response
+      without early stop).
+
+    And, for ``all`` and each group, what an equilibrium strategy secures in its seats (the
+    game's value, -1/18 first, +1/18 second): an opponent is exploitable only by what the
+    ceiling adds to it. Against CFR as second player the ceiling is the game value +1/18
+    itself (plus ~1e-4 of residual exploitability), and a ratio to it would read a chip
+    figure against nothing exploitable. ``weights``: the suite's (opponent, seat)
+    probabilities (``Suite.weights``)."""
+    out: dict[str, float] = {}
+    if k <= MAX_EXACT_HANDS:
+        out.update(ceiling_metrics(suite_ceilings(entries, settings, k, restart, early_stop)))
+    else:
+        say(f"no exact ceilings for {k} hands (computed up to {MAX_EXACT_HANDS}; "
+            f"`mage kuhn analyze --meta-hands {k}` computes them without a limit)")
+    groups = [(f"{opponent}/{SEAT_NAMES[seat]}", opponent, seat) for opponent, seat in sorted(weights)]
+    for group, opponent, seat in groups:
+        strategy = [(1, behaviour(opponent, settings))]
+        out[f"{group}/best_response_value"] = float(analysis.best_response(strategy, seat)[0])
+        out[f"{group}/ceiling_known"] = float(analysis.known_meta_value(strategy, k, restart, seat,  # type: ignore[arg-type]
+                                                                          early_stop))
+    total = sum(weights.values()) or 1.0
+    secured = {"all": sum(w * float(analysis.seat_value(seat)) for (_, seat), w in weights.items()) / total}
+    secured.update({group: float(analysis.seat_value(seat)) for group, _, seat in groups})
+    return out, secured

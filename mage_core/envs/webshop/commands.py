@@ -6,6 +6,10 @@ download); ``check`` loads a catalogue folder (generated or the official
 files), prints its splits, plays the scripted expert on every goal (each must
 be bought with score 1) and a uniformly random shopper on the evaluation split
 for comparison. A catalogue the expert cannot solve fails the check (exit 1).
+
+WebShop's own commands, in its folder: ``mage data generate webshop`` reaches
+``generate_from_params`` through the task (``TaskData.generate``), and the DVC stage
+``data@webshop``, which depends on this folder, re-runs when they change.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from mage_core.config import ConfigError
 from mage_core.io.atomic import DIR_MODE
+from mage_core.schema import ConfigError
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
 from mage_core.envs.webshop.env import SPLITS, WebShopEnv, WebShopSettings, expert_action, split_goals
 

@@ -12,30 +12,36 @@ figure to select checkpoints on and to compare with the exact ceilings
 evaluation temperature) stands next to it.
 
 A population with a stochastic opponent has no such finite sum over deals:
-``exact_greedy_specs`` returns None and no exact figure is reported.
+``exact_greedy_cases`` returns None and no exact figure is reported.
+
+The task's ``TaskExact`` hooks: ``exact_greedy_cases`` (``greedy_cases``) and
+``greedy_values``, which plays the enumerated meta-episodes through a
+``envs.policy_view.PolicyView`` (the policy lives above the games: the trainer passes it in).
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from mage_core.envs.kuhn_poker.rules import DEALS
+from mage_core.envs.policy_view import PolicyView
+from mage_core.envs.registry import task
 from mage_core.opponents.kuhn import BehaviourStrategy
 from mage_core.opponents.population import Population, PopulationEntry
 from mage_core.opponents.registry import OpponentSettings, make_opponent
-from mage_core.rollout.meta_episode import MetaEpisode, MetaEpisodeSpec
 
+#: Agent seat -> the name of its group in an evaluation's figures (``<opponent>/<seat>``).
 SEAT_NAMES = {0: "first", 1: "second"}
 
 
-def exact_greedy_specs(
+def exact_greedy_cases(
     entries: Sequence[PopulationEntry], settings: OpponentSettings, num_episodes: int, restart: str
-) -> list[tuple[MetaEpisodeSpec, tuple[tuple[int, int], ...], float]] | None:
-    """Every (spec, deal sequence, probability) of the exact sum, or None when an
-    opponent of the population is stochastic. Probabilities add up to 1."""
+) -> list[tuple[tuple[str, int], tuple[tuple[int, int], ...], float]] | None:
+    """Every ((opponent, agent seat), deal sequence, probability) of the exact sum, or None
+    when an opponent of the population is stochastic. Probabilities add up to 1."""
     pairs = Population(entries).probabilities()
     for opponent, _ in pairs:
         strategy = make_opponent("kuhn_poker", opponent, settings)
@@ -48,18 +54,33 @@ def exact_greedy_specs(
         if p_pair <= 0:
             continue
         for sequence in sequences:
-            spec = MetaEpisodeSpec("kuhn_poker", opponent, seat, 0, len(cases))
-            cases.append((spec, sequence, p_pair / len(sequences)))
+            cases.append(((opponent, seat), sequence, p_pair / len(sequences)))
     return cases
 
 
-def fix_deals(metas: Sequence[MetaEpisode], sequences: Sequence[Sequence[tuple[int, int]]]) -> None:
+def greedy_values(policy: PolicyView, entries: Sequence[PopulationEntry]) -> dict[str, float]:
+    """Against a population of deterministic opponents: the exact chips per hand of the
+    greedy policy, every (opponent, seat) and deal sequence enumerated, as
+    ``.../chips_exact_ep{k}`` (``exact_values``); empty for populations with a stochastic
+    opponent. Always in this process (the deals are fixed on the built meta-episodes)."""
+    k = policy.settings.num_episodes
+    cases = exact_greedy_cases(entries, policy.cfg.opponents.settings(), k, policy.settings.restart)
+    if cases is None:
+        return {}
+    metas = policy.meta_episodes([pair for pair, _, _ in cases])
+    fix_deals(metas, [deals for _, deals, _ in cases])
+    metas = policy.play_greedy(metas)
+    scale = task(policy.game).reward_scale(getattr(policy.cfg.env, policy.game))
+    return exact_values(metas, [p for _, _, p in cases], k, scale)
+
+
+def fix_deals(metas: Sequence[Any], sequences: Sequence[Sequence[tuple[int, int]]]) -> None:
     """Give each freshly built meta-episode its deal sequence (before any play)."""
     for meta, sequence in zip(metas, sequences):
         meta.env.fix_deals(sequence)  # type: ignore[attr-defined]
 
 
-def exact_values(metas: Sequence[MetaEpisode], weights: Sequence[float], num_episodes: int,
+def exact_values(metas: Sequence[Any], weights: Sequence[float], num_episodes: int,
                  reward_per_chip: float) -> dict[str, float]:
     """Chips per hand by episode index, weighted: keys ``all/chips_exact_ep{k}`` and
     ``<opponent>/<seat>/chips_exact_ep{k}`` (the pair's own conditional value). A
