@@ -435,7 +435,7 @@ def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=
 #: Split folder -> the floor plans its games use: ALFWorld's own names (json_2.1.1/...):
 #: ``train`` and ``valid_seen`` (unseen games in the training floor plans) on ALFRED's
 #: training scenes, ``valid_unseen`` (out of distribution) on ALFRED's test scenes.
-from mage_core.envs.alfworld.env import SPLIT_FOLDERS  # noqa: E402  (split -> official folder name)
+from mage_core.envs.alfworld.params import SPLIT_FOLDERS  # noqa: E402  (split -> official folder name)
 
 
 def split_floor_plans(split: str) -> list:
