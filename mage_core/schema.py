@@ -11,6 +11,9 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 Probability = Annotated[float, Field(ge=0, le=1)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+FiniteNonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+FinitePositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):

@@ -42,7 +42,7 @@ class Case:
 
     def build(self, seed: int) -> Env:
         rng = np.random.default_rng(seed)
-        settings = getattr(CONFIG.env, self.game).settings()
+        settings = getattr(CONFIG.env, self.game)
         opponent = make_opponent(self.game, self.opponent, OPPONENT_SETTINGS) if self.opponent else None
         return make_env(self.game, settings, rng, opponent, self.agent_seat)
 

@@ -47,6 +47,7 @@ from mage_core.config.training import (
     TrainConfig,
     WarmStartConfig,
 )
+from mage_core.envs.params import PARAMS_FILE
 from mage_core.envs.registry import GAMES, games_with, task
 from mage_core.opponents.families import member_name
 from mage_core.schema import ConfigError, Strict
@@ -118,17 +119,17 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _ood_suites_fit_the_env(self) -> "Config":
-        """A single-agent suite changes one env setting (``Task.ood_param``): the env section
-        with that value must pass its own rules (MineSweeper: mines that fit the board). A
-        setting the section does not hold (WebShop's and ALFWorld's ``split``) has none."""
+        """A single-agent suite changes one env setting (``Task.ood_param``): the env's settings
+        with that value must pass their own rules (MineSweeper: mines that fit the board), as
+        ``EnvSettings.replace`` checks them when the suite is played."""
         problems = []
         for game in GAMES:
-            param, section = task(game).ood_param, getattr(self.env, game)
-            if param not in type(section).model_fields:
+            param, settings = task(game).ood_param, getattr(self.env, game)
+            if param is None:
                 continue
             for name, suite in getattr(self.evaluation.ood, game).items():
                 try:
-                    type(section).model_validate({**section.model_dump(), param: getattr(suite, param)})
+                    settings.replace(**{param: getattr(suite, param)})
                 except ValidationError as err:
                     problems += [_format_error({**e, "loc": ("evaluation", "ood", game, name, *e["loc"])})
                                  for e in err.errors()]
@@ -243,7 +244,7 @@ def parse_config(data: Any, source: str = "<params>") -> Config:
     ttt_counts = _family_counts(opponents.get("ttt_families", {}))
     players = {n: {} for name, count in ttt_counts.items() for n in (name, *(member_name(name, i)
                                                                            for i in range(count)))}
-    context = {"kuhn_strategies": strategies, "kuhn_families": counts, "ttt_players": players,
+    context = {PARAMS_FILE: True, "kuhn_strategies": strategies, "kuhn_families": counts, "ttt_players": players,
                "ttt_families": ttt_counts}
     for key in ("kuhn_populations", "ttt_populations"):  # a name that stands for its entries
         named = opponents.get(key, {})

@@ -20,8 +20,9 @@ def _section(reference: str) -> tuple[Any, Any]:
     return section, section()
 
 
-#: ``env``: the game trained on and one section per task, each the class its task declares
-#: (``Task.params``, in the task's folder: ``envs/<name>/params.py``).
+#: ``env``: the game trained on and one section per task, each the settings class its task
+#: declares (``Task.params``, in the task's folder: ``envs/<name>/params.py``), which is also
+#: what its environment takes (``make_env(game, cfg.env.<game>, ...)``).
 EnvConfig = create_model(
     "EnvConfig", __base__=Strict, __module__=__name__,
     name=(GameName, "kuhn_poker"),

@@ -82,7 +82,8 @@ def make_env(
 ) -> Env:
     """The agent environment of ``game``; two-player games need an opponent.
 
-    ``settings`` is the game's settings dataclass (``Config.env.<game>.settings()``).
+    ``settings`` is the game's settings (``envs.params.EnvSettings``: ``Config.env.<game>``, or one
+    built or ``replace``d in code).
     """
     spec = task(game)
     cls = resolve(spec.env_class)

@@ -118,8 +118,8 @@ class Task:
     - ``title``: the name reports print (``Kuhn Poker``); ``report_order``: the position of
       its column in Table 1 (the paper's order: Kuhn, Tic-Tac-Toe, then the single-agent tasks).
     - ``env_class``: ``"module:Class"`` of the agent environment (``envs.base.Env``).
-    - ``params``: ``"module:Class"`` of its section of params.yaml, ``env.<name>`` (a
-      ``envs.params.PenaltyConfig``; its ``settings()`` builds what the environment takes).
+    - ``params``: ``"module:Class"`` of its settings (an ``envs.params.EnvSettings``): its
+      section of params.yaml, ``env.<name>``, and what its environment takes.
     - ``prompt``: how the prompt introduces the task (``TaskPrompt``).
     - ``new_game``: two-player games only: a fresh rules state (``GameState``) from a
       generator (chance draws such as a deal use it). None marks a single-agent task:
@@ -132,7 +132,7 @@ class Task:
       in that unit (``score_unit``; ``reward`` for the others).
     - ``reward_scale(settings)``: task reward per score unit (Kuhn: reward per chip).
     - ``reward_bounds(settings)``: bounds of one episode's task reward R_k (section 3).
-      ``settings`` is the task's section of the config (``cfg.env.<name>``).
+      ``settings`` is the task's settings (``cfg.env.<name>``).
     - ``episode_noun``: what one episode is called in reports (Kuhn: ``hand``).
     - ``draws``: the game can end level (its reports show a draw rate).
     - ``exact_values``: the greedy policy's value against deterministic opponents can be

@@ -62,7 +62,7 @@ def game_corpus(cfg: Config, style: str, meta_episodes_per_game: int = 40, seed:
     yield "mem -> success failure"  # the memory baselines' compact words: a task's vocabulary, whatever the method
     for game in corpus_games(cfg):
         yield from task_texts(cfg, game)
-        env_settings = getattr(cfg.env, game).settings()
+        env_settings = getattr(cfg.env, game)
         if is_single_agent(game):
             pairs = [(None, 0)]
         else:
@@ -97,7 +97,7 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
     words: set[str] = set()
     for game in corpus_games(cfg):
         opponent = make_opponent(game, "random", cfg.opponents.settings()) if not is_single_agent(game) else None
-        env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(seed), opponent, 0)
+        env = make_env(game, getattr(cfg.env, game), np.random.default_rng(seed), opponent, 0)
         env.reset()
         words.update(env.compact_action(a) for a in env.legal_actions())
         more = task(game).action_words

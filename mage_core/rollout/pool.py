@@ -35,7 +35,7 @@ class RolloutJob:
 
     specs: tuple[MetaEpisodeSpec, ...]
     settings: MetaSettings
-    env_settings: Any  # the game's env settings dataclass (e.g. a suite's overrides applied)
+    env_settings: Any  # the game's settings (envs.params.EnvSettings; e.g. a suite's overrides applied)
     sampling: SamplingParams
     seeds: tuple[int, ...]
 

@@ -18,7 +18,6 @@ warm start plays the selection set, and ``--out`` gets:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import time
@@ -62,8 +61,7 @@ def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str,
     # report and selection set (envs.task_sets): trainer.draw_task_seed.
     specs = [MetaEpisodeSpec(cfg.env.name, None, 0, trainer.draw_task_seed(rng), i) for i in range(ws.meta_episodes)]
     declared = task(cfg.env.name)
-    env_settings = dataclasses.replace(getattr(cfg.env, cfg.env.name).settings(),
-                                       **declared.expert_settings)  # e.g. ALFWorld's planner
+    env_settings = getattr(cfg.env, cfg.env.name).replace(**declared.expert_settings)  # e.g. ALFWorld's planner
     metas = trainer.build(specs, trainer.train_settings, env_settings)
     records = play_expert(metas, resolve(declared.expert), list(rng.spawn(len(metas))), ws.detour)
     return metas, records

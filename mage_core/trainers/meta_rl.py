@@ -21,7 +21,6 @@ split over the ranks, whose engine averages the gradients.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -115,7 +114,7 @@ class MetaRLTrainer:
                            if not is_single_agent(self.game) else None)
         self.league = League(cfg, self.game)  # train.league
         self._opponents: dict[str, Any] = {}
-        self._env_settings = getattr(cfg.env, self.game).settings()
+        self._env_settings = getattr(cfg.env, self.game)  # envs.params.EnvSettings
         self._pool: RolloutPool | None = None  # Ray rollout workers, built on first use (rollout.workers > 0)
 
     # -- rollout workers ---------------------------------------------------------------------------
@@ -412,7 +411,7 @@ class MetaRLTrainer:
             return
         problems = []
         for suite in suites:
-            env = make_env(self.game, dataclasses.replace(self._env_settings, **suite.env_overrides),
+            env = make_env(self.game, self._env_settings.replace(**suite.env_overrides),
                            np.random.default_rng(0))
             if isinstance(env, FiniteSplit) and env.split_size() < per_opponent_seat:
                 problems.append(
@@ -430,7 +429,7 @@ class MetaRLTrainer:
         ``pool``: the content pool of a seeded task's set (``envs.task_sets``)."""
         e = self.cfg.evaluation
         seed = suite_seed(e.seed if base_seed is None else base_seed, suite.name)
-        env_settings = dataclasses.replace(self._env_settings, **suite.env_overrides)
+        env_settings = self._env_settings.replace(**suite.env_overrides)
         specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed, env_settings, pool)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
                                   max_new_tokens=self.cfg.policy.max_new_tokens,

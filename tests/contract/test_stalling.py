@@ -22,13 +22,16 @@ import numpy as np
 import pytest
 
 from mage_core.envs.base import Outcome
-from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
+from mage_core.envs.kuhn_poker.env import KuhnPokerEnv
+from mage_core.envs.kuhn_poker.params import KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import BET, DEALS, MOVE_NAMES, PASS, KuhnState
-from mage_core.envs.sokoban.env import SokobanEnv, SokobanSettings
+from mage_core.envs.sokoban.env import SokobanEnv
+from mage_core.envs.sokoban.params import SokobanSettings
 from mage_core.envs.sokoban.generate import generate_level
 from mage_core.envs.sokoban.level import SokobanLevel
 from mage_core.envs.sokoban.level import move_state
-from mage_core.envs.tic_tac_toe.env import TicTacToeEnv, TicTacToeSettings
+from mage_core.envs.tic_tac_toe.env import TicTacToeEnv
+from mage_core.envs.tic_tac_toe.params import TicTacToeSettings
 from mage_core.envs.tic_tac_toe.rules import TicTacToeState, initial_state
 from mage_core.opponents.kuhn import ARCHETYPES
 from mage_core.opponents.registry import make_opponent
@@ -234,7 +237,8 @@ def test_webshop_stalled_episodes_pay_the_worst_legal_episode(tmp_path, partial_
     # score in [0, 1]: legal play's worst episode is 0 (a timeout, or a purchase scoring 0), which is
     # what a stalled episode pays, with no rule of its own (the floor is 0; docs/rewards.md).
     from mage_core.envs.webshop.catalogue import generate_catalogue, load_catalogue, write_catalogue
-    from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings
+    from mage_core.envs.webshop.env import WebShopEnv
+    from mage_core.envs.webshop.params import WebShopSettings
 
     catalogue = load_catalogue(write_catalogue(generate_catalogue(np.random.default_rng(0)), tmp_path))
     settings = WebShopSettings(max_turns=6, partial_reward_scale=partial_reward_scale)

@@ -94,7 +94,8 @@ def _copy_game(games: Path, dest_root: Path) -> Path:
 def test_a_grammar_that_runs_code_is_refused_before_textworld_sees_it(games: Path, tmp_path: Path, capsys,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 25: TextWorld evals a grammar's {...}; such a game is refused, exit 2, and nothing runs."""
-    from mage_core.envs.alfworld.env import AlfWorldDataError, AlfWorldEnv, AlfWorldSettings, split_games
+    from mage_core.envs.alfworld.env import AlfWorldDataError, AlfWorldEnv, split_games
+    from mage_core.envs.alfworld.params import AlfWorldSettings
 
     monkeypatch.chdir(tmp_path)
     gamefile = _copy_game(games, tmp_path / "hostile" / "train")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from mage_core.config import ConfigError, parse_config
+from mage_core.envs.alfworld.params import AlfWorldSettings
 from mage_core.envs.base import Outcome
 
 pytestmark = pytest.mark.integration
@@ -20,7 +21,7 @@ E = pytest.importorskip("mage_core.envs.alfworld.env")
 
 
 def make(games: Path, **kw) -> "E.AlfWorldEnv":
-    return E.AlfWorldEnv(E.AlfWorldSettings(data_path=str(games), **kw), np.random.default_rng(0))
+    return E.AlfWorldEnv(AlfWorldSettings(data_path=str(games), **kw), np.random.default_rng(0))
 
 
 def test_every_walkthrough_wins_through_the_env(alfworld_games: Path) -> None:
@@ -146,7 +147,7 @@ def test_train_and_evaluate_on_generated_games(alfworld_games: Path, tmp_path: P
     trials = pd.read_parquet(tmp_path / "eval" / "trials.parquet")
     assert trials.groupby("suite").size().to_dict() == {"in_domain": 3, "ood_unseen_floor_plans": 3}
     assert set(trials.reward) <= {0.0, 10.0}
-    missing = cfg.env.alfworld.model_copy(update={"data_path": str(tmp_path / "nowhere")})
+    missing = cfg.env.alfworld.replace(data_path=str(tmp_path / "nowhere"))
     bad = cfg.model_copy(update={"env": cfg.env.model_copy(update={"alfworld": missing})})
     with pytest.raises(ConfigError, match=r"env\.alfworld\.data_path: .*nowhere/train: no such folder"):
         train(bad, tmp_path / "out")

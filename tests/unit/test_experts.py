@@ -12,14 +12,17 @@ import pytest
 from mage_core.config import parse_config
 from mage_core.envs.base import Outcome
 from mage_core.envs.minesweeper.board import Board, mine_probabilities
-from mage_core.envs.minesweeper.env import MineSweeperEnv, MineSweeperSettings, cell_text
+from mage_core.envs.minesweeper.env import MineSweeperEnv, cell_text
+from mage_core.envs.minesweeper.params import MineSweeperSettings
 from mage_core.envs.minesweeper.expert import act as minesweeper_expert
 from mage_core.envs.registry import GAMES, resolve, task
-from mage_core.envs.sokoban.env import SokobanEnv, SokobanSettings
+from mage_core.envs.sokoban.env import SokobanEnv
+from mage_core.envs.sokoban.params import SokobanSettings
 from mage_core.envs.sokoban.expert import act as sokoban_expert
 from mage_core.envs.sokoban.solver import solve_reference
 from mage_core.envs.webshop.catalogue import generate_catalogue, load_catalogue, write_catalogue
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings
+from mage_core.envs.webshop.env import WebShopEnv
+from mage_core.envs.webshop.params import WebShopSettings
 from mage_core.envs.webshop.expert import act as webshop_expert
 from mage_core.rollout.imitation import play_expert
 from mage_core.rollout.meta_episode import MetaEpisodeSpec
@@ -96,7 +99,7 @@ def _metas(game: str, count: int, params: dict | None = None) -> list:
     cfg = parse_config({"env": {"name": game}, "rollout": {"restart": "same"}, **(params or {})})
     settings = meta_settings(cfg, game, num_episodes=3, reflect=True)
     specs = [MetaEpisodeSpec(game, None, 0, 100 + i, i) for i in range(count)]
-    return build_meta_episodes(game, specs, settings, getattr(cfg.env, game).settings(),
+    return build_meta_episodes(game, specs, settings, getattr(cfg.env, game),
                                cfg.opponents.settings(), lambda text: [len(text)], lambda text: [len(text) + 1])
 
 

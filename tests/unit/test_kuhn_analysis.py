@@ -34,7 +34,8 @@ from mage_core.envs.kuhn_poker.analysis import (
     type_known_value,
 )
 from mage_core.envs.kuhn_poker import analysis
-from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
+from mage_core.envs.kuhn_poker.env import KuhnPokerEnv
+from mage_core.envs.kuhn_poker.params import KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import DEALS, INFOSETS_BY_SEAT, KuhnState
 from mage_core.opponents import cfr
 from mage_core.opponents.kuhn import ARCHETYPES, PROBES, BehaviourStrategy, equilibrium, uniform_random

@@ -103,7 +103,8 @@ def test_cases_enumerate_every_deal_and_a_stochastic_opponent_has_no_exact_sum()
 def test_fixed_deals_are_played_in_order_then_random_again() -> None:
     import numpy as np
 
-    from mage_core.envs.kuhn_poker.env import KuhnPokerEnv, KuhnPokerSettings
+    from mage_core.envs.kuhn_poker.env import KuhnPokerEnv
+    from mage_core.envs.kuhn_poker.params import KuhnPokerSettings
 
     env = KuhnPokerEnv(KuhnPokerSettings(), make_opponent("kuhn_poker", "aggressive", parse_config({}).opponents
                                                              .settings()), 1, np.random.default_rng(0))

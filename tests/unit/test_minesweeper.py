@@ -9,7 +9,8 @@ import pytest
 
 from mage_core.envs.base import Outcome
 from mage_core.envs.minesweeper.board import Board, draw_board, mine_probabilities, safe_cells
-from mage_core.envs.minesweeper.env import MineSweeperEnv, MineSweeperSettings
+from mage_core.envs.minesweeper.env import MineSweeperEnv
+from mage_core.envs.minesweeper.params import MineSweeperSettings
 
 pytestmark = pytest.mark.unit
 
@@ -189,8 +190,8 @@ def test_the_schema_allows_every_count_of_mines_a_board_can_be_drawn_with(size: 
 
 
 def test_settings_are_checked() -> None:
-    with pytest.raises(ValueError, match="num_mines must be in 1..34"):
+    with pytest.raises(ValueError, match=r"num_mines\s+Value error, at most 34 on a 6 x 6 board"):
         MineSweeperSettings(num_mines=40)
-    with pytest.raises(ValueError, match="board_size must be in 3..9"):
+    with pytest.raises(ValueError, match=r"board_size\s+Input should be less than or equal to 9"):
         MineSweeperSettings(board_size=12)
     assert MineSweeperSettings().return_bounds() == (-0.1, 24.0)

@@ -349,7 +349,7 @@ def test_every_compact_action_is_one_token_of_the_embedded_tokenizer() -> None:
         cfg = parse_config({"env": {"name": game}})  # a run's tokenizer covers the game it plays
         tok = build_tokenizer(game_corpus(cfg, "compact", meta_episodes_per_game=4), extra_tokens=action_tokens(cfg))
         codec = make_codec(tok)
-        env = make_env(game, getattr(cfg.env, game).settings(), np.random.default_rng(1),
+        env = make_env(game, getattr(cfg.env, game), np.random.default_rng(1),
                        make_opponent(game, opponent, cfg.opponents.settings()) if opponent else None, 0)
         env.reset()
         expected = {"tic_tac_toe": ("(2, 3)", "(2,3)"), "kuhn_poker": ("BET", "meBET"),

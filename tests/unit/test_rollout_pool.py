@@ -52,7 +52,7 @@ def test_finished_meta_episodes_pickle_without_their_tokenizer(game: str) -> Non
     opponent = {"tic_tac_toe": "mcts-25", "kuhn_poker": "cfr", "sokoban": None}[game]
     spec = MetaEpisodeSpec(game, opponent, 1 if opponent else 0, 7, 0)
     codec = tiny_policy("constrained").codec
-    [meta] = build_meta_episodes(game, [spec], settings, getattr(cfg.env, game).settings(), OPPONENT_SETTINGS,
+    [meta] = build_meta_episodes(game, [spec], settings, getattr(cfg.env, game), OPPONENT_SETTINGS,
                                  codec.encode_prompt, codec.encode_action)
     while not meta.done:
         request = meta.request()
@@ -97,8 +97,8 @@ def test_a_job_needs_one_seed_per_spec() -> None:
     trainer_settings = meta_settings(cfg, "kuhn_poker", 3, True)
     spec = MetaEpisodeSpec("kuhn_poker", "random", 0, 1, 0)
     with pytest.raises(ValueError, match="one seed per spec: 1 specs, 2 seeds"):
-        RolloutJob((spec,), trainer_settings, cfg.env.kuhn_poker.settings(), SamplingParams(), (1, 2))
-    job = RolloutJob((spec, spec, spec), trainer_settings, cfg.env.kuhn_poker.settings(), SamplingParams(), (1, 2, 3))
+        RolloutJob((spec,), trainer_settings, cfg.env.kuhn_poker, SamplingParams(), (1, 2))
+    job = RolloutJob((spec, spec, spec), trainer_settings, cfg.env.kuhn_poker, SamplingParams(), (1, 2, 3))
     assert job.share(1, 3).seeds == (2, 3) and len(job.share(1, 3).specs) == 2
 
 

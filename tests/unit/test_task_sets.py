@@ -6,7 +6,6 @@ is named by what the env plays (``task_key``), not by its seed."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -28,7 +27,7 @@ def _keys(game: str, settings, specs) -> list[str]:
 @pytest.mark.parametrize("game", ["sokoban", "minesweeper"])
 def test_seeded_tasks_report_sets_are_distinct_and_apart_from_selection_and_training(game: str) -> None:
     cfg = parse_config({"env": {"name": game}})
-    e, settings = cfg.evaluation, getattr(cfg.env, game).settings()
+    e, settings = cfg.evaluation, getattr(cfg.env, game)
     in_domain = suites_for(cfg, "in_domain")[0]
     select = evaluation_specs(game, [], 330, suite_seed(e.selection_seed, in_domain.name), settings, "select")
     select_keys = set(_keys(game, settings, select))
@@ -39,7 +38,7 @@ def test_seeded_tasks_report_sets_are_distinct_and_apart_from_selection_and_trai
     rng = np.random.default_rng(cfg.warm_start.seed)
     train_keys = {task_key(game, settings, draw_seed(game, settings, rng)) for _ in range(800)}
     for suite in suites_for(cfg, "all"):
-        suite_settings = dataclasses.replace(settings, **suite.env_overrides)
+        suite_settings = settings.replace(**suite.env_overrides)
         report = evaluation_specs(game, [], 330, suite_seed(e.seed, suite.name), suite_settings)
         keys = _keys(game, suite_settings, report)
         assert len(set(keys)) == len(keys) == 330, suite.name  # each task once
@@ -55,7 +54,7 @@ def test_before_the_pools_a_report_set_repeated_tasks_and_shared_them_with_the_d
     # apart in seed is not apart in content. If the generator ever made every seed's task
     # distinct, this would fail and the pools could go.
     cfg = parse_config({"env": {"name": game}})
-    settings = getattr(cfg.env, game).settings()
+    settings = getattr(cfg.env, game)
     old_report = np.random.SeedSequence([cfg.evaluation.seed, 0]).generate_state(330, dtype=np.uint64) >> np.uint64(2)
     keys = [task_key(game, settings, int(s)) for s in old_report]
     rng = np.random.default_rng(cfg.warm_start.seed)
@@ -75,7 +74,7 @@ def test_a_set_the_settings_cannot_fill_is_one_line_naming_the_keys() -> None:
     # A 3 x 3 MineSweeper board with 7 mines has 9 first cells x 8 mine layouts = 72 boards:
     # 50 distinct ones in a quarter of them cannot exist.
     cfg = parse_config({"env": {"name": "minesweeper"}})
-    settings = dataclasses.replace(cfg.env.minesweeper.settings(), board_size=3, num_mines=7)
+    settings = cfg.env.minesweeper.replace(board_size=3, num_mines=7)
     with pytest.raises(ValueError, match=r"asks for 50 distinct minesweeper tasks of the report pool .* "
                                          r"\(evaluation.meta_episodes_per_opponent_seat"):
         pool_seeds("minesweeper", settings, seed_stream(1, 0), 50, "report")
@@ -90,10 +89,10 @@ def test_webshop_splits_hold_distinct_goals_apart_in_content(tmp_path) -> None:
     d = cfg.data.webshop
     folder = write_catalogue(generate_catalogue(np.random.default_rng(d.seed), d.products_per_category,
                                                 d.instructions_per_product), tmp_path / "shop")
-    settings = dataclasses.replace(cfg.env.webshop.settings(), data_path=str(folder))
+    settings = cfg.env.webshop.replace(data_path=str(folder))
     keys = {}
     for split in ("eval", "select", "train"):
-        env = make_env("webshop", dataclasses.replace(settings, split=split), np.random.default_rng(0))
+        env = make_env("webshop", settings.replace(split=split), np.random.default_rng(0))
         keys[split] = []
         for i in range(env.split_size()):
             env.reset_to(i)

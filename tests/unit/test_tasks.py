@@ -54,7 +54,7 @@ def test_two_player_games_build_their_rules_env_and_opponents() -> None:
     assert len(initial_state("kuhn_poker", rng).legal_moves()) == 2  # PASS, BET after the deal
     for game in two_player_games():
         assert "random" in catalogue(game).names({})
-        env = make_env(game, getattr(cfg.env, game).settings(), rng, make_opponent(game, "random"), 1)
+        env = make_env(game, getattr(cfg.env, game), rng, make_opponent(game, "random"), 1)
         assert isinstance(env, Env)
     with pytest.raises(ValueError, match="'sokoban' is not a two-player game; choose one of tic_tac_toe, kuhn_poker"):
         initial_state("sokoban", rng)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mage_core.envs.base import TERMINAL, Env, GameState, Outcome
-from mage_core.envs.tic_tac_toe.env import TicTacToeEnv, TicTacToeSettings, cell_to_action, parse_coordinates
+from mage_core.envs.tic_tac_toe.env import TicTacToeEnv, cell_to_action, parse_coordinates
+from mage_core.envs.tic_tac_toe.params import TicTacToeSettings
 from mage_core.envs.tic_tac_toe.rules import TicTacToeState, initial_state, play_moves, reachable_states
 from mage_core.opponents.patterns import PatternPlayer
 from mage_core.opponents.random_player import UniformRandom

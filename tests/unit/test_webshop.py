@@ -5,6 +5,7 @@ conformance of the generated catalogue (the expert buys every goal with score 1)
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,10 @@ from mage_core.envs.webshop.catalogue import (
     OOD_CATEGORIES, Catalogue, CatalogueError, Goal, Product, generate_catalogue, load_catalogue, parse_pricing,
     price_upper, write_catalogue,
 )
-from mage_core.envs.webshop.env import WebShopEnv, WebShopSettings, compact_goal, expert_action
+from mage_core.envs.webshop.env import WebShopEnv, compact_goal, expert_action
+from mage_core.envs.webshop.params import WebShopSettings
 from mage_core.envs.webshop.reward import (
-    attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
+    NOUN_EXTRACTORS, attributes_matched, normalize_color, options_matched, purchase_reward, type_reward,
 )
 from mage_core.envs.webshop.search import SearchEngine
 from mage_core.envs.webshop.commands import play_expert, play_random
@@ -463,8 +465,12 @@ def test_a_value_under_two_option_types_is_one_clickable_for_the_last_type(catal
 
 
 def test_settings_reject_bad_values():
-    with pytest.raises(ValueError, match="max_turns.*success_reward.*noun_extractor"):
+    with pytest.raises(ValueError, match=r"(?s)max_turns\s+Input should be greater than 0.*success_reward\s+Input "
+                                         r"should be a finite number.*noun_extractor\s+Input should be 'words' or "
+                                         r"'spacy'"):
         WebShopSettings(max_turns=0, success_reward=float("nan"), noun_extractor="x")
+    # The settings' noun extractors are the reward's.
+    assert set(typing.get_args(WebShopSettings.model_fields["noun_extractor"].annotation)) == set(NOUN_EXTRACTORS)
 
 
 # ---------------------------------------------------------------- conformance
@@ -680,7 +686,8 @@ def test_generate_into_an_impossible_folder_is_one_line_exit_2(tmp_path, capsys,
 
 
 def test_settings_splits_are_disjoint_and_sized(folder):
-    from mage_core.envs.webshop.env import SPLITS, split_goals
+    from mage_core.envs.webshop.env import split_goals
+    from mage_core.envs.webshop.params import SPLITS
 
     catalogue = load_catalogue(folder)
     goals = {s: split_goals(catalogue, WebShopSettings(data_path=str(folder), split=s)) for s in SPLITS}
@@ -691,7 +698,7 @@ def test_settings_splits_are_disjoint_and_sized(folder):
     assert goals["eval"] == catalogue.split("eval")  # the first 500 in-domain goals
     with pytest.raises(CatalogueError, match="split 'train' has no goals"):
         split_goals(catalogue, WebShopSettings(data_path=str(folder), num_eval=650, num_select=100))
-    with pytest.raises(ValueError, match="split must be one of"):
+    with pytest.raises(ValueError, match=r"split\s+Input should be 'train', 'select', 'eval' or 'ood'"):
         WebShopSettings(split="test")
 
 

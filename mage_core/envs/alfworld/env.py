@@ -20,46 +20,21 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from mage_core.envs.alfworld.layout import SPLIT_FOLDERS, AlfWorldDataError  # noqa: F401  (re-exported)
+from mage_core.envs.alfworld.params import AlfWorldSettings
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 
 NOTHING_HAPPENS = "Nothing happens."
 _TASK = re.compile(r"Your task is to: (.*)")
 _PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
 _SEARCH = re.compile(r"^(?:go to|open) (.+)$")  # a command that looks somewhere
-
-
-@dataclass(frozen=True)
-class AlfWorldSettings:
-    """Paper settings (docs/method.md section 10: 10 turns); reward as verl-agent."""
-
-    data_path: str = "data/alfworld"
-    split: str = "train"
-    max_turns: int = 10
-    success_reward: float = 10.0
-    #: ``planner_commands()`` may plan a shortest way to the goal from the current state
-    #: (TextWorld's planner), for the expert of ``mage sft``; off in play.
-    planner: bool = False
-
-    def __post_init__(self) -> None:
-        errors = []
-        if self.split not in SPLIT_FOLDERS:
-            errors.append(f"split must be one of {', '.join(SPLIT_FOLDERS)}, got {self.split!r}")
-        if self.max_turns < 1:
-            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
-        if not math.isfinite(self.success_reward) or self.success_reward <= 0:
-            errors.append(f"success_reward must be finite and > 0, got {self.success_reward}")
-        if errors:
-            raise ValueError("AlfWorldSettings: " + "; ".join(errors))
 
 
 @functools.lru_cache(maxsize=8)

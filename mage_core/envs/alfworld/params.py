@@ -1,30 +1,32 @@
-"""``env.alfworld``, ``evaluation.ood.alfworld`` and ``data.alfworld`` of params.yaml."""
+"""``env.alfworld``, ``evaluation.ood.alfworld`` and ``data.alfworld`` of params.yaml: ALFWorld's
+settings, its out-of-domain suite and its generated games."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
-from mage_core.envs.params import PenaltyConfig
-from mage_core.schema import NonNegativeFloat, NonNegativeInt, PositiveInt, Strict
+from mage_core.envs.alfworld.layout import SPLIT_FOLDERS
+from mage_core.envs.params import EnvSettings, set_in_code
+from mage_core.schema import FinitePositiveFloat, NonNegativeFloat, NonNegativeInt, PositiveInt, Strict
 
 
-class AlfWorldConfig(PenaltyConfig):
+class AlfWorldSettings(EnvSettings):
     """ALFWorld (docs/method.md section 10: 10 turns, 1024 response tokens, no length
-    penalty); the game folder (``mage alfworld generate``, or the official json_2.1.1)."""
+    penalty; reward as verl-agent); the game folder (``mage alfworld generate``, or the
+    official json_2.1.1). The code that builds an environment chooses its ``split`` (a
+    suite's ``Task.in_domain_params`` / ``ood_param``) and ``planner``: ``planner_commands()``
+    may plan a shortest way to the goal from the current state (TextWorld's planner), for
+    the expert of ``mage sft`` (``Task.expert_settings``); off in play."""
 
     data_path: str = "data/alfworld"
     max_turns: PositiveInt = 10
-    success_reward: Annotated[float, Field(gt=0)] = 10.0
+    success_reward: FinitePositiveFloat = 10.0
     length_penalty_coef: NonNegativeFloat = 0.0
     max_response_tokens: PositiveInt = 1024
-
-    def settings(self) -> Any:
-        from mage_core.envs.alfworld.env import AlfWorldSettings
-
-        return AlfWorldSettings(data_path=self.data_path, max_turns=self.max_turns,
-                                success_reward=self.success_reward)
+    split: Literal[tuple(SPLIT_FOLDERS)] = set_in_code("train")  # type: ignore[valid-type]
+    planner: bool = set_in_code(False)
 
 
 class AlfWorldSuiteConfig(Strict):

@@ -28,35 +28,15 @@ quotes/brackets/asterisks/final period around one word):
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.kuhn_poker.params import KuhnPokerSettings
 from mage_core.envs.kuhn_poker.rules import BET, CARD_LETTERS, DEALS, MOVE_NAMES, PASS, KuhnState, deal
 from mage_core.envs.rewards import stalled_timeout_reward
-
-
-@dataclass(frozen=True)
-class KuhnPokerSettings:
-    """Paper settings (docs/method.md section 10: 6 agent turns; section 3: 5 reward per chip)."""
-
-    max_turns: int = 6
-    reward_per_chip: float = 5.0
-
-    def __post_init__(self) -> None:
-        errors = []
-        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int) or self.max_turns < 2:
-            # The agent may need 2 turns (check, then answer a bet).
-            errors.append(f"max_turns must be an integer >= 2, got {self.max_turns!r}")
-        if not isinstance(self.reward_per_chip, (int, float)) or isinstance(self.reward_per_chip, bool) \
-                or not math.isfinite(self.reward_per_chip) or self.reward_per_chip <= 0:
-            errors.append(f"reward_per_chip must be a finite number > 0, got {self.reward_per_chip!r}")
-        if errors:
-            raise ValueError("KuhnPokerSettings: " + "; ".join(errors))
 
 
 _CANONICAL: dict[str, int] = {"PASS": PASS, "BET": BET}

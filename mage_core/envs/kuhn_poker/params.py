@@ -1,21 +1,18 @@
-"""``env.kuhn_poker`` of params.yaml."""
+"""``env.kuhn_poker`` of params.yaml: Kuhn Poker's settings."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
-from mage_core.envs.params import PenaltyConfig
-from mage_core.schema import PositiveInt
+from mage_core.envs.params import EnvSettings
+from mage_core.schema import FinitePositiveFloat, PositiveInt
 
 
-class KuhnPokerConfig(PenaltyConfig):
-    max_turns: PositiveInt = 6
-    reward_per_chip: Annotated[float, Field(gt=0)] = 5.0
+class KuhnPokerSettings(EnvSettings):
+    """Paper settings (docs/method.md section 10: 6 agent turns; section 3: 5 reward per chip)."""
+
+    max_turns: Annotated[int, Field(ge=2)] = 6  # the agent may need 2 turns (check, then answer a bet)
+    reward_per_chip: FinitePositiveFloat = 5.0
     max_response_tokens: PositiveInt = 4096
-
-    def settings(self) -> Any:
-        from mage_core.envs.kuhn_poker.env import KuhnPokerSettings
-
-        return KuhnPokerSettings(max_turns=self.max_turns, reward_per_chip=self.reward_per_chip)

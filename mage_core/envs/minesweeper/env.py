@@ -17,55 +17,19 @@ to ``legal_return_floor()``.
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
 from mage_core.envs.minesweeper.board import Board, Cell, draw_board
+from mage_core.envs.minesweeper.params import MineSweeperSettings
 from mage_core.envs.rewards import stalled_timeout_reward
 
 #: LaMer's rule (``minesweeper_projection`` in its ``projection.py``): the first ``(row, col)`` anywhere
 #: in the action text, parentheses required, spaces (only spaces) allowed around the numbers.
 _CELL = re.compile(r"\(( *\d+) *, *(\d+) *\)")
 LEGEND = "? closed, . open with no mine around, 1-8 mines around, * the mine that went off"
-
-
-@dataclass(frozen=True)
-class MineSweeperSettings:
-    """LaMer's training settings (6 x 6, 3 mines, 7 turns) and rewards."""
-
-    board_size: int = 6
-    num_mines: int = 3
-    max_turns: int = 7
-    reveal_reward: float = 0.5
-    cascade_reward: float = 2.0
-    win_reward: float = 10.0
-    mine_reward: float = -0.1
-
-    def __post_init__(self) -> None:
-        errors = []
-        if not 3 <= self.board_size <= 9:
-            errors.append(f"board_size must be in 3..9, got {self.board_size}")
-        elif not 1 <= self.num_mines <= self.board_size ** 2 - 2:
-            errors.append(f"num_mines must be in 1..{self.board_size ** 2 - 2}, got {self.num_mines}")
-        if self.max_turns < 1:
-            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
-        for name in ("reveal_reward", "cascade_reward", "win_reward", "mine_reward"):
-            if not math.isfinite(getattr(self, name)):
-                errors.append(f"{name} must be finite, got {getattr(self, name)}")
-        if errors:
-            raise ValueError("MineSweeperSettings: " + "; ".join(errors))
-
-    def return_bounds(self) -> tuple[float, float]:
-        """Bounds of one episode's task reward: every turn a reveal, the last one a mine or
-        the win (docs/method.md section 3)."""
-        reveals = (self.reveal_reward, self.cascade_reward, 0.0)
-        low = self.max_turns * min(reveals) + min(self.mine_reward, 0.0)
-        high = self.max_turns * max(reveals) + max(self.win_reward, 0.0)
-        return low, high
 
 
 def cell_text(cell: Cell) -> str:

@@ -1,25 +1,25 @@
-"""``env.minesweeper`` and ``evaluation.ood.minesweeper`` of params.yaml."""
+"""``env.minesweeper`` and ``evaluation.ood.minesweeper`` of params.yaml: MineSweeper's settings."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from mage_core.envs.params import PenaltyConfig
-from mage_core.schema import NonNegativeFloat, PositiveInt, Strict
+from mage_core.envs.params import EnvSettings
+from mage_core.schema import FiniteFloat, NonNegativeFloat, PositiveInt, Strict
 
 
-class MineSweeperConfig(PenaltyConfig):
+class MineSweeperSettings(EnvSettings):
     """LaMer's settings: 6 x 6, 3 mines, 7 turns; its rewards (docs/environments.md)."""
 
     board_size: Annotated[int, Field(ge=3, le=9)] = 6
-    num_mines: PositiveInt = 3
+    num_mines: Annotated[PositiveInt, Field(validate_default=True)] = 3
     max_turns: PositiveInt = 7
-    reveal_reward: float = 0.5
-    cascade_reward: float = 2.0
-    win_reward: float = 10.0
-    mine_reward: float = -0.1
+    reveal_reward: FiniteFloat = 0.5
+    cascade_reward: FiniteFloat = 2.0
+    win_reward: FiniteFloat = 10.0
+    mine_reward: FiniteFloat = -0.1
     length_penalty_coef: NonNegativeFloat = 0.0
     max_response_tokens: PositiveInt = 1024
 
@@ -35,10 +35,13 @@ class MineSweeperConfig(PenaltyConfig):
                              f"got {v}")
         return v
 
-    def settings(self) -> Any:
-        from mage_core.envs.minesweeper.env import MineSweeperSettings
-
-        return MineSweeperSettings(**self.model_dump(exclude=set(PenaltyConfig.model_fields)))
+    def return_bounds(self) -> tuple[float, float]:
+        """Bounds of one episode's task reward: every turn a reveal, the last one a mine or
+        the win (docs/method.md section 3)."""
+        reveals = (self.reveal_reward, self.cascade_reward, 0.0)
+        low = self.max_turns * min(reveals) + min(self.mine_reward, 0.0)
+        high = self.max_turns * max(reveals) + max(self.win_reward, 0.0)
+        return low, high
 
 
 class MineSweeperSuiteConfig(Strict):

@@ -8,7 +8,7 @@ from mage_core.envs.task import Task, TaskPrompt
 
 
 def _reward_bounds(settings: Any) -> tuple[float, float]:
-    return settings.settings().return_bounds()
+    return settings.return_bounds()
 
 
 def _action_words(env: Any) -> Iterable[str]:
@@ -21,7 +21,7 @@ TASK = Task(
     name="minesweeper",
     title="MineSweeper",
     report_order=5,
-    params="mage_core.envs.minesweeper.params:MineSweeperConfig",
+    params="mage_core.envs.minesweeper.params:MineSweeperSettings",
     prompt=TaskPrompt(
         tag="mines",
         rules=(

@@ -28,7 +28,6 @@ invalid-action signal honest.
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from dataclasses import dataclass
 
@@ -38,45 +37,9 @@ from mage_core.envs.base import Outcome, StepResult, check_generator, extract_ac
 from mage_core.envs.rewards import stalled_timeout_reward
 from mage_core.envs.sokoban.generate import generate_level
 from mage_core.envs.sokoban.level import DIRECTION_IDS, DIRECTIONS, LEGEND, SokobanLevel, move_state
+from mage_core.envs.sokoban.params import SokobanSettings
 
 _SEPARATORS = re.compile(r"[,\s]+")
-
-
-@dataclass(frozen=True)
-class SokobanSettings:
-    """Paper defaults (docs/method.md section 10); rewards as in gym-sokoban."""
-
-    dim_room: int = 6
-    num_boxes: int = 2
-    max_turns: int = 7
-    moves_per_turn: int = 3
-    min_solution_moves: int = 5
-    max_solution_moves: int = 21
-    step_penalty: float = -0.1
-    box_on_target: float = 1.0
-    box_off_target: float = -1.0
-    all_boxes_on_target: float = 10.0
-
-    def __post_init__(self) -> None:
-        errors = []
-        if not 4 <= self.dim_room <= 10:
-            errors.append(f"dim_room must be in 4..10, got {self.dim_room}")
-        if not 1 <= self.num_boxes <= 3:
-            errors.append(f"num_boxes must be in 1..3, got {self.num_boxes}")
-        if self.max_turns < 1:
-            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
-        if not 1 <= self.moves_per_turn <= 5:
-            errors.append(f"moves_per_turn must be in 1..5 (4**n texts of length n), got {self.moves_per_turn}")
-        if not 1 <= self.min_solution_moves <= self.max_solution_moves:
-            errors.append(
-                f"need 1 <= min_solution_moves <= max_solution_moves, got "
-                f"{self.min_solution_moves} and {self.max_solution_moves}"
-            )
-        for name in ("step_penalty", "box_on_target", "box_off_target", "all_boxes_on_target"):
-            if not math.isfinite(getattr(self, name)):
-                errors.append(f"{name} must be finite, got {getattr(self, name)}")
-        if errors:
-            raise ValueError("SokobanSettings: " + "; ".join(errors))
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,13 @@ counter, no opponent name).
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from mage_core.envs.base import Opponent, Outcome, StepResult, check_generator, extract_action_text
 from mage_core.envs.rewards import stalled_timeout_reward
+from mage_core.envs.tic_tac_toe.params import TicTacToeSettings
 from mage_core.envs.tic_tac_toe.rules import EMPTY, TicTacToeState, initial_state
 
 _MARKS = {EMPTY: ".", 1: "X", 2: "O"}
@@ -64,41 +63,6 @@ def render_board(board: tuple[int, ...]) -> str:
         marks = " ".join(_MARKS[board[3 * row + col]] for col in range(3))
         lines.append(f"{row + 1} {marks}")
     return "\n".join(lines)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class TicTacToeSettings:
-    """Episode settings (docs/method.md section 10: 8 turns; section 3: +-10 / 0)."""
-
-    max_turns: int = 8
-    win_reward: float = 10.0
-    loss_reward: float = -10.0
-    draw_reward: float = 0.0
-
-    def __post_init__(self) -> None:
-        errors = []
-        if not _is_int(self.max_turns) or self.max_turns < 1:
-            errors.append(f"max_turns must be an int >= 1, got {self.max_turns!r}")
-        rewards = {"win_reward": self.win_reward, "loss_reward": self.loss_reward,
-                   "draw_reward": self.draw_reward}
-        for key, value in rewards.items():
-            if not _is_number(value) or not math.isfinite(value):
-                errors.append(f"{key} must be a finite number, got {value!r}")
-        if not errors and not self.loss_reward <= self.draw_reward <= self.win_reward:
-            errors.append(
-                "rewards must satisfy loss_reward <= draw_reward <= win_reward, got "
-                f"{self.loss_reward} / {self.draw_reward} / {self.win_reward}"
-            )
-        if errors:
-            raise ValueError("invalid TicTacToeSettings: " + "; ".join(errors))
 
 
 class TicTacToeEnv:

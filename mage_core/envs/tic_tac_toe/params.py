@@ -1,25 +1,27 @@
-"""``env.tic_tac_toe`` of params.yaml."""
+"""``env.tic_tac_toe`` of params.yaml: Tic-Tac-Toe's settings."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
-from mage_core.envs.params import PenaltyConfig
-from mage_core.schema import PositiveInt
+from pydantic import Field, ValidationInfo, field_validator
+
+from mage_core.envs.params import EnvSettings
+from mage_core.schema import FiniteFloat, PositiveInt
 
 
-class TicTacToeConfig(PenaltyConfig):
+class TicTacToeSettings(EnvSettings):
+    """Episode settings (docs/method.md section 10: 8 turns; section 3: +-10 / 0)."""
+
     max_turns: PositiveInt = 8
-    win_reward: float = 10.0
-    loss_reward: float = -10.0
-    draw_reward: float = 0.0
+    win_reward: FiniteFloat = 10.0
+    loss_reward: FiniteFloat = -10.0
+    draw_reward: Annotated[FiniteFloat, Field(validate_default=True)] = 0.0
 
-    def settings(self) -> Any:
-        from mage_core.envs.tic_tac_toe.env import TicTacToeSettings
-
-        return TicTacToeSettings(
-            max_turns=self.max_turns,
-            win_reward=self.win_reward,
-            loss_reward=self.loss_reward,
-            draw_reward=self.draw_reward,
-        )
+    @field_validator("draw_reward")
+    @classmethod
+    def _rewards_ordered(cls, v: float, info: ValidationInfo) -> float:
+        win, loss = info.data.get("win_reward"), info.data.get("loss_reward")
+        if win is not None and loss is not None and not loss <= v <= win:
+            raise ValueError(f"rewards must satisfy loss_reward <= draw_reward <= win_reward, got {loss} / {v} / {win}")
+        return v

@@ -14,7 +14,6 @@ WebShop's own commands, in its folder: ``mage data generate webshop`` reaches
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,8 @@ from rich.text import Text
 from mage_core.io.atomic import DIR_MODE
 from mage_core.schema import ConfigError
 from mage_core.envs.webshop.catalogue import CatalogueError, generate_catalogue, load_catalogue, write_catalogue
-from mage_core.envs.webshop.env import SPLITS, WebShopEnv, WebShopSettings, expert_action, split_goals
+from mage_core.envs.webshop.env import WebShopEnv, expert_action, split_goals
+from mage_core.envs.webshop.params import SPLITS, WebShopSettings
 
 
 def _error(message: str) -> int:
@@ -137,7 +137,7 @@ def check(folder: str, seed: int, num_eval: int, skip_unknown_goals: bool = Fals
     splits = {}
     for name in SPLITS:
         try:
-            splits[name] = split_goals(catalogue, dataclasses.replace(settings, split=name))
+            splits[name] = split_goals(catalogue, settings.replace(split=name))
         except CatalogueError:
             splits[name] = ()  # an empty split: shown as 0 goals
     # the expert must solve every goal within the paper's 12 turns

@@ -33,16 +33,15 @@ pays more than buying the wrong thing.
 from __future__ import annotations
 
 import functools
-import math
 import re
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
 from mage_core.envs.webshop.catalogue import Catalogue, CatalogueError, Goal, load_catalogue
-from mage_core.envs.webshop.reward import NOUN_EXTRACTORS, RewardParts, purchase_reward
+from mage_core.envs.webshop.params import WebShopSettings
+from mage_core.envs.webshop.reward import RewardParts, purchase_reward
 from mage_core.envs.webshop.schema import normalise_option
 from mage_core.envs.webshop.search import TOP_N, SearchEngine
 
@@ -56,50 +55,10 @@ DONE_PAGE = "Thank you for shopping with us! [SEP] Your code: [SEP] None"
 _SUB_PAGES = ("description", "features", "reviews")
 
 
-SPLITS = ("train", "select", "eval", "ood")
 #: Compact (one-token) names of the fixed clickables; results are r1..r10 by
 #: position, option values o1..oN in the item page's order.
 _COMPACT_CLICKS = {"back to search": "back", "< prev": "prev", "next >": "next", "description": "desc",
                    "features": "feat", "reviews": "rev", "buy now": "buy"}
-
-
-@dataclass(frozen=True)
-class WebShopSettings:
-    """Paper settings (docs/method.md section 10: 12 turns); rewards as verl-agent.
-
-    ``data_path`` is a catalogue folder (``mage webshop generate`` or the
-    official files), read with ``load_seed`` (the official 233) and split into
-    ``eval`` (the first ``num_eval`` in-domain goals), ``select`` (the next
-    ``num_select``: the set training-time evaluation picks ``best/`` on),
-    ``train`` (the rest) and ``ood`` (unseen categories); an env plays ``split``."""
-
-    max_turns: int = 12
-    success_reward: float = 10.0
-    partial_reward_scale: float = 0.0
-    noun_extractor: str = "words"
-    data_path: str = "data/webshop"
-    split: str = "train"
-    load_seed: int = 233
-    num_eval: int = 500
-    num_select: int = 100
-    skip_unknown_goals: bool = False
-
-    def __post_init__(self) -> None:
-        errors = []
-        if self.split not in SPLITS:
-            errors.append(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
-        if self.num_eval < 0 or self.num_select < 0:
-            errors.append(f"num_eval and num_select must be >= 0, got {self.num_eval} and {self.num_select}")
-        if self.max_turns < 1:
-            errors.append(f"max_turns must be >= 1, got {self.max_turns}")
-        for name in ("success_reward", "partial_reward_scale"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                errors.append(f"{name} must be finite and >= 0, got {value}")
-        if self.noun_extractor not in NOUN_EXTRACTORS:
-            errors.append(f"noun_extractor must be one of {sorted(NOUN_EXTRACTORS)}, got {self.noun_extractor!r}")
-        if errors:
-            raise ValueError("WebShopSettings: " + "; ".join(errors))
 
 
 @functools.lru_cache(maxsize=4)

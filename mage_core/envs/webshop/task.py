@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Iterable, Iterator
 
 from mage_core.envs.task import DataStage, Task, TaskData, TaskPrompt
@@ -19,11 +18,11 @@ def _problems(cfg: Any, stage: DataStage) -> list[str]:
     from mage_core.envs.webshop.catalogue import CatalogueError
     from mage_core.envs.webshop.env import load_shop, split_goals
 
-    settings = cfg.env.webshop.settings()
+    settings = cfg.env.webshop
     try:
         catalogue, _ = load_shop(settings.data_path, settings.load_seed, settings.skip_unknown_goals)
         for split in SPLITS[stage]:
-            split_goals(catalogue, dataclasses.replace(settings, split=split))
+            split_goals(catalogue, settings.replace(split=split))
     except CatalogueError as err:
         return [f"env.webshop.data_path: {err}"]
     return []
@@ -53,7 +52,7 @@ TASK = Task(
     name="webshop",
     title="WebShop",
     report_order=4,
-    params="mage_core.envs.webshop.params:WebShopConfig",
+    params="mage_core.envs.webshop.params:WebShopSettings",
     prompt=TaskPrompt(
         tag="webshop",
         rules=(
