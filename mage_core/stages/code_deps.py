@@ -7,8 +7,9 @@ read from the code (the import closure of its entry point):
 - every ``import`` and ``from ... import`` of a module, at module level or inside a function
   (a lazy import counts: it can run), and the packages above each module (their ``__init__``);
 - every string that names a project module (``"mage_core.backends.hf"``,
-  ``"mage_core.envs.sokoban.env:SokobanEnv"``): the name registries and the Task descriptors load
-  modules that way (docs/architecture.md, style rule 4);
+  ``"mage_core.envs.sokoban.env:SokobanEnv"``, or an f-string made of such text and module-level
+  string constants, ``f"{_HERE}.probes:suite_probes"``): the name registries and the Task
+  descriptors load modules that way (docs/architecture.md, style rule 4);
 - with two limits, so that a task's stage does not depend on every other task's code: the task
   registry's list of task modules is not followed, and a task module of *another* task is followed
   only as far as the configuration loads every task (its module-level imports and the classes it
@@ -93,6 +94,27 @@ def _parse_source(source: str, name: str, is_package: bool, skip_cmd: bool) -> _
     top_imports: set[str] = set()
     references: set[str] = set()
     keyed: list[tuple[str, str]] = []
+    # module-level string constants, for f-strings built from them (f"{_HERE}.probes:suite_probes")
+    consts = {node.targets[0].id: node.value.value for node in tree.body
+              if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)}
+
+    def text(node: ast.AST) -> str | None:
+        """A string constant's value, or an f-string's made of constants and module-level string names."""
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if not isinstance(node, ast.JoinedStr):
+            return None
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+            elif (isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                  and part.value.id in consts and part.conversion == -1 and part.format_spec is None):
+                parts.append(consts[part.value.id])
+            else:
+                return None
+        return "".join(parts)
 
     def visit(node: ast.AST, in_function: bool = False) -> None:
         if skip_cmd and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("_cmd_"):
@@ -103,12 +125,12 @@ def _parse_source(source: str, name: str, is_package: bool, skip_cmd: bool) -> _
         elif isinstance(node, ast.ImportFrom):
             base = _resolve_from(name, is_package, node)
             found = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        elif isinstance(node, ast.keyword) and isinstance(node.value, ast.Constant) and node.arg:
-            match = _REFERENCE.match(str(node.value.value))
+        elif isinstance(node, ast.keyword) and node.arg and text(node.value) is not None:
+            match = _REFERENCE.match(text(node.value) or "")
             if match:
                 keyed.append((node.arg, match.group(1)))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            match = _REFERENCE.match(node.value)
+        elif text(node) is not None:
+            match = _REFERENCE.match(text(node) or "")
             if match:
                 references.add(match.group(1))
         imports.update(found)
