@@ -15,7 +15,7 @@ read from the code (the import closure of its entry point):
   only as far as the configuration loads every task (its module-level imports and the classes it
   names for the configuration: ``FOREIGN_TASK_KEYS``; its hooks, functions that import the task's
   own code when called, run only in that task's stages), while the stage's own task module is
-  followed whole;
+  followed whole (the report, a stage of no one task, follows every task module as another's);
 - the command line's modules without the other commands' stages (``_cmd_*`` functions import
   their stage when they run: only the stage's own command's is followed, as its entry point).
 
@@ -153,8 +153,9 @@ def _task_game(name: str) -> str | None:
 
 
 def closure(root: Path, entries: Iterable[str], game: str | None, games: Iterable[str]) -> set[str]:
-    """The project modules that can load when ``entries`` run for task ``game`` (None: a stage of
-    every task, such as the report: every task module is followed whole). ``games``: every task."""
+    """The project modules that can load when ``entries`` run for task ``game``, whose task module is
+    followed whole. None: a stage of no one task (the report, which reads the tasks' descriptors and
+    calls none of their hooks): every task module is followed as another task's. ``games``: every task."""
     todo = [*CLI_MODULES, *entries, *(f"mage_core.envs.{g}.task" for g in games)]
     seen: set[str] = set()
     while todo:
@@ -166,7 +167,7 @@ def closure(root: Path, entries: Iterable[str], game: str | None, games: Iterabl
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # the packages above it
         info = _parse(root, name, name in CLI_MODULES)
         owner = _task_game(name)
-        if owner is not None and game is not None and owner != game:
+        if owner is not None and owner != game:
             # another task: what loading its descriptor runs (module-level imports) and the classes
             # the configuration takes from it; its hooks (functions) run only in its own stages
             todo.extend(info.top_imports)

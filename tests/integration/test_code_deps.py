@@ -100,6 +100,7 @@ def test_an_edit_elsewhere_is_no_dependency() -> None:
     for game in ("kuhn_poker", "tic_tac_toe", "sokoban", "webshop", "alfworld"):
         for kind in ("train", "evaluate"):
             assert board not in declared(kind, game), (kind, game)
+    assert board not in declared("report", None)  # the report reads the tasks' descriptors, runs no game
     assert board in declared("train", "minesweeper") and report in declared("report", None)
     for kind in ("train", "evaluate", "sft"):
         assert report not in declared(kind, "sokoban"), kind

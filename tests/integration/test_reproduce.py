@@ -93,6 +93,31 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     again = _child_runs(f"sqlite:///{workspace / 'mlflow.db'}")
     assert len(again["runs"]) == len(found["runs"]) + 1  # only the second flow's own run
 
+    # Issue 40: an edit makes stale only the stages whose command can load the edited file.
+    for edited, stale in (("mage_core/stages/report.py", {"report"}),
+                          ("mage_core/envs/sokoban/level.py",
+                           {"sft@sokoban", "train@sokoban-memento", "evaluate@sokoban-memento"}),
+                          ("mage_core/envs/minesweeper/board.py", set())):  # no MineSweeper run in the smoke graph
+        assert _stale_after_edit(workspace, edited) == stale, edited
+    assert _dvc_status(workspace) == set()
+
+
+def _dvc_status(workspace: Path) -> set[str]:
+    done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=workspace, capture_output=True,
+                          text=True, check=True)
+    return set(json.loads(done.stdout or "{}"))
+
+
+def _stale_after_edit(workspace: Path, relative: str) -> set[str]:
+    """The stages `dvc status` lists after a comment is appended to ``relative`` (then restored)."""
+    path = workspace / relative
+    before = path.read_bytes()
+    try:
+        path.write_bytes(before + b"\n# an edit\n")
+        return _dvc_status(workspace)
+    finally:
+        path.write_bytes(before)
+
 
 def test_kill_9_of_mage_reproduce_takes_its_flow_along_and_a_rerun_finishes(workspace: Path, harness: None) -> None:
     # Issue 25: `kill -9` of `mage reproduce` used to leave its flow, the flow's Prefect server and
