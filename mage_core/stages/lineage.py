@@ -1,6 +1,6 @@
 """``mage lineage``: does the committed lineage describe the committed code?
 
-Prints the checkout's commit, the digest of dvc.lock's entries (all but the
+Prints the checkout's commit, the digest of the outputs dvc.lock records (every stage's but the
 report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it was
 made from, and every code or params dependency whose hash in dvc.lock no longer
 matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
@@ -40,7 +40,7 @@ def check(project: Path, report: Path) -> list[str]:
     git = git_state(project)
     digest = lock_digest(project / "dvc.lock")
     console.print(f"checkout: git commit {git.describe()}")
-    console.print(f"dvc.lock: {digest or 'absent'} (every stage but the report's)")
+    console.print(f"dvc.lock: {digest or 'absent'} (the outputs of every stage but the report)")
     problems = []
     claims = report_claims(report)
     if claims is None:
@@ -50,9 +50,10 @@ def check(project: Path, report: Path) -> list[str]:
         commit, claimed = claims
         console.print(f"{report}: made from git commit {commit}, dvc.lock digest {claimed}")
         if claimed != digest:
-            problems.append(f"{report} was made from other dvc.lock entries ({claimed}) than dvc.lock holds "
+            problems.append(f"{report} was made from other outputs ({claimed}) than dvc.lock records "
                             f"({digest})")
-    generated = dvc_runs.stale(project) if (project / "params.yaml").is_file() else None
+    # a project of this pipeline generates part of its stage graph (another DVC project does not)
+    generated = dvc_runs.stale(project) if (project / dvc_runs.RUNS_FILE).is_file() else None
     if generated is not None:  # the stage graph itself no longer follows the params or the imports
         problems.append(f"{generated} (`mage validate --sync-dvc` rewrites it; then rerun what `dvc status` lists)")
     if digest is None:
@@ -80,5 +81,5 @@ def run(project: str = ".", report: str | None = None) -> int:
         console.print("The committed lineage does not describe this code: run `mage reproduce` (`make run`: it reruns "
                       "the stages `dvc status` lists) and commit reports/ and dvc.lock (CONTRIBUTING.md, \"Lineage\").")
         return 1
-    console.print("lineage holds: dvc.lock matches the code and params, and the report was made from its entries")
+    console.print("lineage holds: dvc.lock matches the code and params, and the report was made from its outputs")
     return 0

@@ -7,10 +7,13 @@ Three facts answer that claim (CONTRIBUTING.md, "Lineage"):
   (``git describe --dirty``'s rule: untracked files do not count), leaving out what the
   pipeline itself rewrites while it runs (``PIPELINE_WRITES``: dvc.lock, reports/), so a
   reproduction in a clean checkout is not "dirty" by the time its report is written;
-- ``lock_digest``: a SHA-256 over dvc.lock's entries for every stage but the ones
-  named (the report's own entry is written after the report, so the report states the
-  digest of the entries it was made from: the data, training and evaluation stages);
-  canonical JSON of the parsed lock, so YAML layout does not change it;
+- ``lock_digest``: a SHA-256 over the outputs dvc.lock records (path and hash) for every
+  stage but the ones named (the report's own entry is written after the report, so the
+  report states the digest of the outputs it was made from: the data, training and
+  evaluation stages'); canonical JSON of the parsed lock, so YAML layout does not change it.
+  A stage rerun for a change of its code that writes the same bytes (a comment, a moved
+  function) leaves the digest, and so the report, standing: DVC does not rerun the report then
+  either (issue 40: a change reruns only what it touches);
 - ``stale_deps``: the code and params dependencies whose hash in dvc.lock no longer
   matches the working tree, from ``dvc status --json``. Only dependencies git tracks
   count (``mage_core``, ``params.yaml`` sections, ...): a dependency that is another
@@ -79,8 +82,8 @@ LOCK_FIX = "restore the committed one (`git checkout -- dvc.lock`) or rerun the 
 
 
 def lock_digest(lock_path: Path, exclude: Sequence[str] = REPORT_STAGES) -> str | None:
-    """``sha256:<hex>`` of dvc.lock's stage entries but ``exclude``'s; None without a
-    lock file. Raises ConfigError (one line naming the file) when it is not a dvc.lock:
+    """``sha256:<hex>`` of the outputs (``outs``: path and hash) of dvc.lock's stages but
+    ``exclude``'s; None without a lock file. Raises ConfigError (one line naming the file) when it is not a dvc.lock:
     a bad input, found before any work (exit 2)."""
     from mage_core.config import ConfigError
 
@@ -101,7 +104,8 @@ def lock_digest(lock_path: Path, exclude: Sequence[str] = REPORT_STAGES) -> str 
     stages = data.get("stages") if isinstance(data, dict) else None
     if not isinstance(stages, dict):
         raise ConfigError(str(lock_path), [f"{lock_path}: not a dvc.lock (no 'stages' mapping); {LOCK_FIX}"])
-    kept = {name: entry for name, entry in stages.items() if name not in exclude}
+    kept = {name: (entry or {}).get("outs", []) if isinstance(entry, dict) else entry
+            for name, entry in stages.items() if name not in exclude}
     canonical = json.dumps(kept, sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

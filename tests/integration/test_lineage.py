@@ -87,17 +87,23 @@ def test_lineage_holds_then_names_a_stale_code_or_params_dependency(repo: Path) 
     assert lineage(repo).returncode == 0
 
 
-def test_a_report_made_from_other_lock_entries_is_named(repo: Path) -> None:
+def test_a_report_made_from_other_outputs_is_named(repo: Path) -> None:
     commit, digest = report_claims(repo / "reports" / "report.md")
     # The commit of the code it was made from: the report's own commit came after it.
     assert commit == sh(repo, "git", "rev-parse", "HEAD~1").stdout.strip() != git_state(repo).commit
     assert digest == lock_digest(repo / "dvc.lock")
-    # The stage re-run with other params: dvc.lock changes, the report does not.
+    # The stage re-run with other params, writing the same bytes: the report made from them stands.
     (repo / "params.yaml").write_text("a: 7\nb: 2\n")
     assert sh(repo, sys.executable, "-m", "dvc", "repro", "-q").returncode == 0
     done = lineage(repo)
+    assert done.returncode == 0, done.stdout
+    # Re-run with code that writes another result: dvc.lock records another output, the report does not.
+    make = repo / "code" / "make.py"
+    make.write_text(make.read_text().replace("write_text('1')", "write_text('2')"))
+    assert sh(repo, sys.executable, "-m", "dvc", "repro", "-q").returncode == 0
+    done = lineage(repo)
     assert done.returncode == 1
-    assert "was made from other dvc.lock entries" in " ".join(done.stdout.split())
+    assert "was made from other outputs" in " ".join(done.stdout.split())
     # A report without a lineage line is named too.
     (repo / "reports" / "report.md").write_text("# report\n")
     assert "states no lineage" in " ".join(lineage(repo).stdout.split())
@@ -115,14 +121,16 @@ def test_the_pipelines_own_writes_do_not_make_a_checkout_dirty(repo: Path) -> No
     assert git_state(repo).dirty is True
 
 
-def test_the_lock_digest_ignores_the_reports_own_entry_and_layout(tmp_path: Path) -> None:
+def test_the_lock_digest_covers_the_outputs_but_the_reports_own_not_the_layout(tmp_path: Path) -> None:
     lock = tmp_path / "dvc.lock"
     lock.write_text("schema: '2.0'\nstages:\n  make:\n    cmd: x\n    outs:\n    - path: out\n      md5: ab\n")
     digest = lock_digest(lock)
     lock.write_text("schema: '2.0'\nstages:\n  make: {cmd: x, outs: [{md5: ab, path: out}]}\n"
                     "  report:\n    cmd: mage report\n")
     assert lock_digest(lock) == digest  # the same entries in another layout, plus the report's own
-    lock.write_text("schema: '2.0'\nstages:\n  make: {cmd: y, outs: [{md5: ab, path: out}]}\n")
+    lock.write_text("schema: '2.0'\nstages:\n  make: {cmd: y, deps: [{path: code.py, md5: cd}], outs: [{md5: ab, path: out}]}\n")
+    assert lock_digest(lock) == digest  # rerun for its code, the same output: the report made from it stands
+    lock.write_text("schema: '2.0'\nstages:\n  make: {cmd: x, outs: [{md5: ef, path: out}]}\n")
     assert lock_digest(lock) != digest
     assert lock_digest(tmp_path / "absent.lock") is None
     lock.write_text("[1, 2]\n")
