@@ -207,7 +207,8 @@ def summarize(sweep: Sweep, timings: Mapping[str, float] | None = None) -> dict[
     finished sweep, under ``sweep.report_dir``; returns the metrics."""
     import pandas as pd
 
-    from mage_core.evaluation.aggregate import ablation_table, load_runs
+    from mage_core.evaluation.aggregate import ablation_table
+    from mage_core.evaluation.run_tables import load_runs
 
     episodes: list[Any] = []
     overview = []
@@ -342,10 +343,10 @@ def bars_png(numbers: Any, title: str) -> bytes:
     """Final-episode measure per point with its 95% interval, first episode as a
     hollow marker; one panel per environment (their units differ)."""
     from mage_core.evaluation.aggregate import ENV_LABELS, env_sort_key
-    from mage_core.stages.report import _figure, _png
+    from mage_core.stages.report_plots import new_figure, png_bytes
 
     envs = sorted(dict.fromkeys(numbers.env), key=env_sort_key)
-    fig, axes = _figure(1, len(envs))
+    fig, axes = new_figure(1, len(envs))
     for ax, env in zip(axes[0], envs):
         rows = numbers[numbers.env == env].reset_index(drop=True)
         xs = list(range(len(rows)))
@@ -358,7 +359,7 @@ def bars_png(numbers: Any, title: str) -> bytes:
         ax.set_ylabel(rows.headline.iloc[0])
         ax.set_title(f"{title}: {ENV_LABELS.get(env, env)}")
         ax.legend(fontsize="small", frameon=False)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # ---------------------------------------------------------------- command

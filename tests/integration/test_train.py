@@ -376,7 +376,7 @@ def test_a_resume_with_tracking_toggled_records_the_change_in_metrics_jsonl(
     """Issue 39: tracking keys are resume-independent (RESUME_INDEPENDENT_KEYS), and after a resume
     with tracking.mlflow true -> false the first line of metrics.jsonl (the run's params) still said
     true for the whole run. Now a params record after the resume's step says false from there."""
-    from mage_core.evaluation.aggregate import _read_jsonl
+    from mage_core.evaluation.run_tables import read_jsonl
 
     monkeypatch.chdir(tmp_path)  # the MLflow store of the first part: ./mlflow.db
     short = {**PARAMS, "train": {**PARAMS["train"], "iterations": 2, "eval_every": 0}}
@@ -389,4 +389,4 @@ def test_a_resume_with_tracking_toggled_records_the_change_in_metrics_jsonl(
     assert first["params"]["tracking.mlflow"] is True and "resumed_after_step" not in first
     assert resumed["params"]["tracking.mlflow"] is False and resumed["resumed_after_step"] == 1
     assert {k for k in first["params"] if first["params"][k] != resumed["params"][k]} == {"tracking.mlflow"}
-    assert _read_jsonl(tmp_path / "run" / "metrics.jsonl")[0]["tracking.mlflow"] is False  # the end's settings
+    assert read_jsonl(tmp_path / "run" / "metrics.jsonl")[0]["tracking.mlflow"] is False  # the end's settings

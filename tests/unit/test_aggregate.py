@@ -16,11 +16,11 @@ from mage_core.evaluation.aggregate import (
     ablation_table,
     fmt_interval,
     flat_metrics,
-    load_runs,
     markdown_table,
     per_opponent,
     table1,
 )
+from mage_core.evaluation.run_tables import load_runs
 from mage_core.evaluation.trials import TRIAL_COLUMNS
 
 pytestmark = pytest.mark.unit
