@@ -21,8 +21,8 @@ exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
 - ``metrics.json``: flat ``report/<env>/<method>/<name>`` figures for DVC.
 
 ``report.md`` opens with where it came from: the git commit of the checkout and the
-digest of the dvc.lock entries of the stages it reads (``tracking.lineage``; ``mage
-lineage`` checks both against a checkout).
+digest of the outputs dvc.lock records for the stages it reads (``tracking.lineage``;
+``mage lineage`` checks both against a checkout).
 
 Figures are drawn by ``stages.report_plots`` on ``matplotlib.figure.Figure`` with
 the Agg canvas rather than through pyplot: no global backend switch, no figure
@@ -296,15 +296,16 @@ def baseline_markdown(tables: RunTables, settings: Mapping[str, RunSettings], ev
 
 
 def lineage_line(project_dir: Path) -> str:
-    """Where the report comes from: the checkout's commit and the digest of the dvc.lock
-    entries it was made from (every stage's but the report's own, written after it);
+    """Where the report comes from: the checkout's commit and the digest of the outputs
+    dvc.lock records for the stages it was made from (every stage's but the report's own,
+    written after it);
     ``mage lineage`` reads this line back (``stages.lineage.REPORT_LINE``)."""
     from mage_core.tracking.lineage import git_state, lock_digest
 
     digest = lock_digest(project_dir / "dvc.lock")
     git = git_state(project_dir)
     code = f"git commit {git.describe()}" if git.commit else "no git commit (not made in a git checkout)"
-    lock = (f"the dvc.lock entries of the stages it reads, digest `{digest}`" if digest
+    lock = (f"the outputs dvc.lock records for the stages it reads, digest `{digest}`" if digest
             else "no dvc.lock (no DVC stage recorded its inputs)")
     return f"Made from {code} and {lock}; `mage lineage` checks both against a checkout.\n"
 
