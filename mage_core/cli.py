@@ -1,8 +1,9 @@
 """The one command line: ``mage <command>`` (also ``python -m mage_core``).
 
 Start-up stays fast: this module imports only argparse, rich-argparse and each
-command's parser (cli_commands.py: argparse only); each command imports its stage
-when it runs, so ``mage --help`` never loads numpy, torch, mlflow or prefect.
+command's parser (cli_commands.py and cli_tasks.py: argparse only); each command
+imports its stage when it runs, so ``mage --help`` never loads numpy, torch, mlflow
+or prefect.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Callable, Sequence
 
 from rich_argparse import RawDescriptionRichHelpFormatter, RichHelpFormatter
 
-from mage_core import cli_commands
+from mage_core import cli_commands, cli_tasks
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -60,7 +61,8 @@ examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``mage`` parser: its options, then each sub-command's part (mage_core/cli_commands.py)."""
+    """The ``mage`` parser: its options, then each sub-command's part (mage_core/cli_commands.py, then the
+    task-specific ones, mage_core/cli_tasks.py)."""
     parser = argparse.ArgumentParser(prog="mage", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=RawDescriptionRichHelpFormatter)
     fmt = RichHelpFormatter  # sub-commands: wrapped one-paragraph descriptions
@@ -81,11 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     cli_commands.add_report(sub, fmt)
     cli_commands.add_lineage(sub, fmt)
     # exact analyses, then task data: commands with sub-commands
-    cli_commands.add_kuhn(sub, fmt)
-    cli_commands.add_ttt(sub, fmt)
-    cli_commands.add_data(sub, fmt)
-    cli_commands.add_alfworld(sub, fmt)
-    cli_commands.add_webshop(sub, fmt)
+    cli_tasks.add_kuhn(sub, fmt)
+    cli_tasks.add_ttt(sub, fmt)
+    cli_tasks.add_data(sub, fmt)
+    cli_tasks.add_alfworld(sub, fmt)
+    cli_tasks.add_webshop(sub, fmt)
     return parser
 
 

@@ -45,7 +45,7 @@ REGISTRY = "mage_core.envs.registry"
 #: opponent catalogues the populations of the two-player games are checked against.
 FOREIGN_TASK_KEYS = ("params", "ood_suite", "opponents")
 #: The command line's modules: followed without their ``_cmd_*`` functions.
-CLI_MODULES = ("mage_core.__main__", "mage_core.cli", "mage_core.cli_commands")
+CLI_MODULES = ("mage_core.__main__", "mage_core.cli", "mage_core.cli_commands", "mage_core.cli_tasks")
 #: Each kind of stage's entry point, the stage module its command runs.
 ENTRIES = {
     "train": ("mage_core.stages.train",),

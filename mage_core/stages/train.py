@@ -26,7 +26,8 @@ in ``train/time/total_s``) go to MLflow and the console.
 
 The policy and what runs it are built by ``mage_core.stages.train_model``; what a
 checkpoint must match to be resumed, and the output folder, are
-``mage_core.stages.train_resume``'s.
+``mage_core.stages.train_resume``'s; writing checkpoints and ``best/`` (and registering
+it), ``mage_core.stages.train_checkpoints``'s.
 """
 
 from __future__ import annotations
@@ -51,23 +52,18 @@ from mage_core.evaluation.suites import selection_suite
 from mage_core.io.atomic import write_json_atomic, write_text_atomic
 from mage_core.io.dotted import flatten
 from mage_core.rollout.transcript import transcripts
+from mage_core.stages.train_checkpoints import better, register, save_best, save_checkpoint
 from mage_core.stages.train_model import build_policy, make_codec, make_engine, make_generator, stage_device
 from mage_core.stages.train_resume import (KEPT, RESUME_INDEPENDENT_KEYS, RUN_OUTPUTS, check_out_dir,
                                            checkpoint_to_resume, code_digest, config_differences, config_digest,
                                            move_aside, resume_config, write_finished)
 from mage_core.tracking.jsonl import JsonlLogger, without_timings
 from mage_core.tracking.runs import RUN_ID_ENV, StageIdentity, StageTracker, interrupted_run, open_mlflow_run
-from mage_core.trainers.checkpoint import (
-    CheckpointManager,
-    capture_rng,
-    pack_engine_state,
-    restore_rng,
-    unpack_engine_state,
-)
+from mage_core.trainers.checkpoint import CheckpointManager, restore_rng, unpack_engine_state
 from mage_core.trainers.data_parallel import Ranks, check_rendezvous, launch_command, launched_world
 from mage_core.trainers.meta_rl import MetaRLTrainer, TrainState, headline, selection_score
 
-#: This stage's names, and those of train_model and train_resume that callers import from here.
+#: This stage's names, and those of train_checkpoints, train_model and train_resume that callers import from here.
 __all__ = [
     "RESUME_INDEPENDENT_KEYS", "RUN_OUTPUTS", "better", "build_policy", "check_data_parallel", "check_out_dir",
     "code_digest", "config_differences", "config_digest", "join_ranks", "make_codec", "make_engine",
@@ -379,8 +375,8 @@ def _iterate(training: _Training, logger: StageTracker, started: float,
             over_budget = ranks.broadcast(bool(t.time_budget_minutes)
                                           and time.monotonic() - started > 60 * t.time_budget_minutes)
             if state.iteration % t.checkpoint_every == 0 or state.iteration == planned or over_budget:
-                _save(training.checkpoints, training.engine, state, training.rng, training.torch_rng, training.digest,
-                      training.code, ranks, trainer.league.state(), training.stored_config)
+                save_checkpoint(training.checkpoints, training.engine, state, training.rng, training.torch_rng,
+                                training.digest, training.code, ranks, trainer.league.state(), training.stored_config)
             progress.update(bar, advance=1, status=_status(metrics, trainer.game, k))
             done_here += 1
             if stop_after is not None and done_here >= stop_after:
@@ -435,29 +431,6 @@ def _finish(training: _Training, logger: StageTracker, mlflow_run: Any,
     return {**summary, "minutes": seconds / 60, "rank": ranks.rank}
 
 
-def register(mlflow_run: Any, best: Path, state: TrainState, select_on: str) -> None:
-    """``best/`` as a new version of the registered model ``mage-<env>-<method>``
-    (``mage_core.tracking.registry``), tagged with the run's lineage."""
-    from mage_core.tracking.registry import model_uri, register_best
-
-    started = time.perf_counter()
-    name, version = register_best(mlflow_run, best, mlflow_run.tags(), {
-        "mage.best_iteration": state.best_iteration, "mage.best_score": state.best_score,
-        "mage.select_on": select_on})
-    mlflow_run.set_tags({"mage.model_uri": model_uri(name, version)})
-    console.print(f"best/ registered in MLflow as {model_uri(name, version)} "
-                  f"({time.perf_counter() - started:.1f} s)", soft_wrap=True)
-
-
-def better(score: float, best: float, select_on: str) -> bool:
-    """Whether ``score`` replaces the best policy. An exact value ties exactly when two
-    policies play the same greedy strategy: the later one, trained longer and so
-    closer to its greedy play when sampled, is kept (measured on same-deal Kuhn: the
-    greedy value reached the ceiling at iteration 25, when sampled play was far
-    below it). A sampled figure must be strictly higher."""
-    return score >= best if select_on == "exact_greedy" else score > best
-
-
 def join_ranks(world: int) -> Ranks:
     """This process's place in the run: with ``world`` > 1 (a launcher started the
     ranks) the process group is joined (gloo on CPU, nccl on GPUs) and a GPU rank
@@ -474,32 +447,6 @@ def join_ranks(world: int) -> Ranks:
     if ranks.world != world:
         raise RuntimeError(f"the process group has {ranks.world} ranks, WORLD_SIZE says {world}")
     return ranks
-
-
-def save_best(engine: Any, model: Any, tokenizer: Any, path: Path, ranks: Ranks) -> None:
-    """The current policy as ``best/`` (rank 0 writes it; the engine trains ``model`` in place)."""
-    from mage_core.policy.model import save_policy
-
-    # ZeRO-3 keeps slices of the weights: gather them whole (every rank takes part).
-    whole = engine.policy_state_dict() if engine.sharded_weights else None
-    if ranks.main:
-        save_policy(model, tokenizer, path, state_dict=whole)
-    ranks.barrier()
-
-
-def _save(checkpoints: Any, engine: Any, state: TrainState, rng: np.random.Generator, torch_rng: torch.Generator,
-          digest: str, code: str, ranks: Ranks, league: list[Any] | None = None,
-          config: dict[str, Any] | None = None) -> None:
-    engine_state = engine.state_dict()  # collective with several ranks: rank 0 gets every optimizer shard
-    if not ranks.main:
-        ranks.barrier()
-        return
-    tensors, rest = pack_engine_state(engine_state)
-    checkpoints.save(state.iteration, tensors, {
-        "engine": rest, "rng": capture_rng(numpy=rng, torch_generator=torch_rng),
-        "best_score": state.best_score, "best_iteration": state.best_iteration, "league": league or [],
-    }, {"config_digest": digest, "config": config, "code_digest": code, "ranks": ranks.world})
-    ranks.barrier()
 
 
 def _status(metrics: dict[str, float], game: str, k: int) -> str:

@@ -113,7 +113,7 @@ def test_no_code_outside_envs_branches_on_a_game_name() -> None:
 
 #: Lowest first. A package imports only its own layer's packages and those below (lazy imports
 #: inside functions included); the top-level modules cli (with its commands' parts,
-#: cli_commands) and __main__ sit above everything.
+#: cli_commands and cli_tasks) and __main__ sit above everything.
 LAYERS: list[set[str]] = [
     {"schema", "io", "algos"},
     {"envs", "opponents"},  # the games: a Task names its opponent catalogue
@@ -124,7 +124,7 @@ LAYERS: list[set[str]] = [
     {"tracking"},
     {"trainers"},
     {"stages"},
-    {"cli", "cli_commands", "__main__"},
+    {"cli", "cli_commands", "cli_tasks", "__main__"},
 ]
 
 
@@ -168,7 +168,7 @@ ROOMS = sorted(p.name for p in (PACKAGE / "envs").iterdir() if (p / "__init__.py
 #: Files and folders that may name a game's modules: the games' own layer (envs/, and opponents/,
 #: whose players play the rules) and the command line, whose game sub-commands (`mage webshop
 #: check`, `mage alfworld generate`...) name their game's commands.py.
-MAY_NAME_A_GAME = {"envs", "opponents", "cli.py", "cli_commands.py"}
+MAY_NAME_A_GAME = {"envs", "opponents", "cli.py", "cli_tasks.py"}
 #: A whole string that names a game's module, as ``registry.resolve`` or ``import_module`` takes it.
 _GAME_REFERENCE = re.compile(rf"mage_core\.envs\.({'|'.join(ROOMS)})(\.\w+)*(:\w+)?")
 
