@@ -31,7 +31,7 @@ PARAMS: dict[str, Any] = {
     "env": {"name": "kuhn_poker"},
     # A small token budget: every rank cuts its share into several micro-batches, a different
     # number on each rank (the gradients must still add up over all of them).
-    "train": {"iterations": 3, "groups_per_iteration": 3, "eval_every": 0, "checkpoint_every": 1,
+    "train": {"iterations": 2, "groups_per_iteration": 3, "eval_every": 0, "checkpoint_every": 1,
               "num_threads": 1, "max_tokens_per_micro_batch": 96},
     "algorithm": {"group_size": 4},
     "evaluation": {"meta_episodes_per_opponent_seat": 3},
@@ -41,8 +41,9 @@ PARAMS: dict[str, Any] = {
 }
 
 
-def write_params(folder: Path, **backend: Any) -> Path:
+def write_params(folder: Path, iterations: int = 2, **backend: Any) -> Path:
     data = json.loads(json.dumps(PARAMS))
+    data["train"]["iterations"] = iterations
     data["backend"].update(backend)
     path = folder / "params.yaml"
     folder.mkdir(parents=True, exist_ok=True)
@@ -83,8 +84,8 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
     out = tmp_path / "run"
     # Rank 0 alone wrote: one log line per iteration, one checkpoint per iteration.
     lines, reference = iteration_lines(out), iteration_lines(one_process)
-    assert [line["step"] for line in lines] == [1, 2, 3]
-    assert [step for step, _ in CheckpointManager(out / "checkpoints").checkpoints()][-1] == 3
+    assert [line["step"] for line in lines] == [1, 2]
+    assert [step for step, _ in CheckpointManager(out / "checkpoints").checkpoints()][-1] == 2
     for mine, theirs in zip(lines, reference):
         assert mine.keys() == theirs.keys()
         # The same meta-episodes, exactly: the rollouts' figures (sampling from weights that
@@ -101,9 +102,10 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
         for key in (k for k in mine if k.startswith("train/ppo/")):
             assert mine[key] == pytest.approx(theirs[key], rel=1e-4, abs=2e-6), (mine["step"], key)
     a, b = final_weights(out), final_weights(one_process)
-    # 6 AdamW steps over ranks that sum gradients in another order than one process (Adam's
-    # 1/sqrt(v) magnifies the rounding): measured 6.7e-6 at 2 ranks (ZeRO-2) and 1.4e-5 at 3
-    # (ZeRO-3), against a move of the weights from their start of 6.4e-3.
+    # AdamW steps over ranks that sum gradients in another order than one process (Adam's
+    # 1/sqrt(v) magnifies the rounding): measured after 6 steps (3 iterations; 2 since issue 40,
+    # for the suite's time) 6.7e-6 at 2 ranks (ZeRO-2) and 1.4e-5 at 3 (ZeRO-3), against a move
+    # of the weights from their start of 6.4e-3.
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-4
     # best/ (the final policy here: eval_every 0) holds the whole weights, also at ZeRO-3.
     from safetensors.torch import load_file
@@ -111,14 +113,14 @@ def test_ranks_play_the_same_batch_and_end_at_the_same_parameters(tmp_path: Path
     best = load_file(str(out / "best" / "model.safetensors"))
     assert best and all(torch.equal(best[k], a[f"policy/{k}"]) for k in best)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["iterations"] == 3
+    assert summary["iterations"] == 2
 
 
 @pytest.mark.slow  # 1-1.5 min (docs/testing.md); the fast tier keeps the ranks above and the stage's resume
 def test_a_killed_rank_stops_the_run_cleanly_and_resume_reaches_the_same_parameters(tmp_path: Path) -> None:
     import psutil
 
-    write_params(tmp_path, ranks=2)
+    write_params(tmp_path, iterations=3, ranks=2)  # the kill lands between the first and the last checkpoint
     uninterrupted = mage_train(tmp_path, "whole")
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
     env = clean_env()

@@ -18,7 +18,7 @@ import yaml
 pytestmark = pytest.mark.integration
 
 GRID = {"vary": ["algorithm.preset=[mage,grpo]"], "name": "pair", "profile": "smoke",
-        "overrides": ["env.name=kuhn_poker"], "max_concurrent": 2}
+        "overrides": ["env.name=kuhn_poker", "reproduce.eval_per_pair=1"], "max_concurrent": 2}
 
 
 @pytest.fixture(scope="module")
