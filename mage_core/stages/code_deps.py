@@ -179,11 +179,10 @@ def closure(root: Path, entries: Iterable[str], game: str | None, games: Iterabl
     return seen
 
 
-def files(root: Path, modules: Iterable[str]) -> list[str]:
-    """The source files of ``modules``, relative to the project (``root``'s parent... the folder
-    holding ``mage_core``), each folder whose every ``.py`` file is among them given as the folder."""
-    project = root
-    chosen = {module_file(root, m).relative_to(project).as_posix() for m in modules}  # type: ignore[union-attr]
+def files(project: Path, modules: Iterable[str]) -> list[str]:
+    """The source files of ``modules``, relative to ``project`` (the folder holding ``mage_core``),
+    each folder whose every ``.py`` file is among them given as the folder."""
+    chosen = {module_file(project, m).relative_to(project).as_posix() for m in modules}  # type: ignore[union-attr]
     return _compress(project, chosen)
 
 
@@ -211,7 +210,7 @@ def _compress(project: Path, chosen: set[str]) -> list[str]:
 
 
 def stage_files(project: Path, kind: str, game: str | None) -> list[str]:
-    """The code a stage of ``kind`` depends on for task ``game`` (None: every task), as files and
+    """The code a stage of ``kind`` depends on for task ``game`` (None: no one task, the report), as files and
     folders relative to ``project`` (the folder holding ``mage_core``). A data stage's entry is
     its task's generator (``TaskData.generate``)."""
     from mage_core.envs.registry import GAMES, task

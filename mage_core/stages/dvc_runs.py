@@ -28,9 +28,10 @@ The generator writes both files: the lists here, the number of slots in dvc.yaml
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -65,24 +66,17 @@ def task_inputs(cfg: Any) -> str:
     return str(getattr(cfg.env, env).data_path) if task(env).data is not None else f"mage_core/envs/{env}"
 
 
-class _Code:
-    """The code lists of one project (``code_deps.stage_files``), one list object per (kind, task):
-    the same object again wherever it recurs, so the YAML writes it once (an anchor) and refers
-    to it after."""
+#: (kind of stage, task) -> its code list (``code_deps.stage_files``). Memoized per project, so a
+#: list recurring over many runs is one object and the YAML writes it once (an anchor).
+CodeLists = Callable[[str, "str | None"], list[str]]
 
-    def __init__(self, project: Path) -> None:
-        self.project = project
-        self._lists: dict[tuple[str, str | None], list[str]] = {}
 
-    def __call__(self, kind: str, game: str | None) -> list[str]:
-        key = (kind, game)
-        if key not in self._lists:
-            self._lists[key] = code_deps.stage_files(self.project, kind, game)
-        return self._lists[key]
+def _code_lists(project: Path) -> CodeLists:
+    return functools.cache(lambda kind, game: code_deps.stage_files(project, kind, game))
 
 
 def run_inputs(data: Mapping[str, Any], source: str = "params.yaml",
-               code: _Code | None = None) -> dict[str, dict[str, Any]]:
+               code: CodeLists | None = None) -> dict[str, dict[str, Any]]:
     """Run name -> ``{"env", "inputs", "init"}`` for every run of ``data``'s
     ``reproduce.runs`` (in its order): ``init`` is the folder of the warm start it
     starts from (``sft@<task>``'s output), else ``inputs`` again; with ``code``, also its
@@ -101,7 +95,7 @@ def run_inputs(data: Mapping[str, Any], source: str = "params.yaml",
 
 
 def warm_starts(data: Mapping[str, Any], source: str = "params.yaml",
-                code: _Code | None = None) -> dict[str, dict[str, Any]]:
+                code: CodeLists | None = None) -> dict[str, dict[str, Any]]:
     """Task -> ``{"inputs", "out"}`` for every task of ``warm_start.tasks``: the ``sft@<task>``
     stages; with ``code``, also its ``code``."""
     cfg = parse_config(dict(data), source)
@@ -114,7 +108,7 @@ def warm_starts(data: Mapping[str, Any], source: str = "params.yaml",
     return out
 
 
-def data_tasks(data: Mapping[str, Any], code: _Code) -> dict[str, dict[str, Any]]:
+def data_tasks(data: Mapping[str, Any], code: CodeLists) -> dict[str, dict[str, Any]]:
     """Task -> ``{"code"}`` for every ``data.<task>`` section of params.yaml (a task with data
     files): the ``data@<task>`` stages."""
     return {name: {"code": code("data", name)} for name in (data.get("data") or {}) if task(name).data is not None}
@@ -129,7 +123,7 @@ def render(data: Mapping[str, Any], source: str = "params.yaml",
            project: Path | None = None) -> tuple[str, dict[str, int]]:
     """The text of ``dvc.runs.yaml`` for params ``data`` and the code of ``project`` (the folder
     holding ``mage_core``; default: this package's), and the slots each code list of dvc.yaml needs."""
-    code = _Code(project if project is not None else Path(code_deps.__file__).resolve().parents[2])
+    code = _code_lists(project if project is not None else Path(code_deps.__file__).resolve().parents[2])
     runs, warm, tasks = run_inputs(data, source, code), warm_starts(data, source, code), data_tasks(data, code)
     report = code("report", None)
     slots = {"item.train_code": _pad([r["train_code"] for r in runs.values()]),
