@@ -186,6 +186,45 @@ class KeyedTask(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Revealed:
+    """What one finished attempt revealed about its task, as facts the next attempt can use
+    (issue 41): MineSweeper's mine that went off and the cells it opened safely. ``task_key``
+    names the task it was learnt on (``KeyedTask.task_key``), so that a memory of another
+    task is refused; ``facts`` are ``(kind, subject)`` pairs in the order they were learnt,
+    each subject written as the task writes an action (``(6, 4)``).
+
+    ``line(style, compact)`` is how a memory shows them: compact, each kind once followed by
+    its subjects in the compact action form (``mine (6,4) safe (1,4) (1,5)``); paper, a
+    sentence a kind (``mine: (6, 4); safe: (1, 4), (1, 5).``)."""
+
+    task_key: str
+    facts: tuple[tuple[str, str], ...]
+
+    def subjects(self, kind: str) -> list[str]:
+        return [subject for k, subject in self.facts if k == kind]
+
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(k for k, _ in self.facts))
+
+    def line(self, style: str, compact: Any = None) -> str:
+        if style == "compact":
+            shown = compact or (lambda subject: subject)
+            return " ".join(f"{kind} " + " ".join(shown(s) for s in self.subjects(kind)) for kind in self.kinds())
+        return "; ".join(f"{kind}: " + ", ".join(self.subjects(kind)) for kind in self.kinds()) + "."
+
+
+@runtime_checkable
+class Revealing(Protocol):
+    """An env whose attempts reveal facts a later attempt of the same task can use
+    (``Revealed``): the meta-episode keeps them in its memory lines and hands them to the
+    task's expert."""
+
+    def revealed(self) -> Revealed:
+        """What the episode played so far (or just finished) revealed about the task."""
+        ...
+
+
 def split_index_error(index: int, size: int, what: str) -> ValueError:
     """The error of ``FiniteSplit.reset_to`` past the end: which keys to lower."""
     return ValueError(f"an evaluation set asks for {what} {index + 1} of a split of {size}: each is played once, so "

@@ -13,7 +13,8 @@ Two prompt styles:
   compact prompt is ``<game> <seat> ep1 <final state> ... epk <state>`` and the
   action follows at once: the decision is read at the last fact, not at a
   constant cue word. Memory entries are the episodes' final compact states
-  (history) and/or remarks (``remark1 <text>``). Measured on the tiny model
+  (history), followed by what the episode revealed where the task says
+  (``mine (6,4) safe (1,4)``: ``envs.base.Revealed``), and/or remarks (``remark1 <text>``). Measured on the tiny model
   (issue 12): fused one-token facts (``opBET`` instead of ``op BET``) halve the
   tokens of a Kuhn meta-episode and learn about twice as fast per iteration.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
+from mage_core.envs.base import Revealed
 from mage_core.envs.registry import task
 
 Style = Literal["paper", "compact"]
@@ -42,6 +44,11 @@ class EpisodeMemory:
     trajectory: str  # the episode's turns as text (paper style) or its final compact state
     success: bool
     remark: str | None = None  # the reflection written after it (None: none)
+    #: What the episode revealed about the task (``envs.base.Revealed``: a revealing task's
+    #: facts, such as MineSweeper's mine and safe cells), kept for the task's expert, and
+    #: ``facts_line``, how the history line shows them in the prompt's style (None: no facts).
+    facts: Revealed | None = None
+    facts_line: str | None = None
 
 
 @dataclass
@@ -62,13 +69,14 @@ def _memory_lines(state: ContextState, mode: Memory, style: Style) -> list[str]:
         reflection = mode in ("reflection_only", "history_and_reflection") and m.remark is not None
         if style == "compact":
             if history:
-                lines.append(f"ep{k} {m.trajectory}")
+                lines.append(f"ep{k} {m.trajectory}" + (f" {m.facts_line}" if m.facts_line else ""))
             if reflection:
                 lines.append(f"remark{k} {m.remark}")
             continue
         result = "the task was successfully completed" if m.success else "the task was NOT successfully completed"
         if history:
-            lines.append(f"On trial #{k} you took these moves:\n{m.trajectory}\nThen {result}.")
+            revealed = f"\nWhat trial #{k} revealed: {m.facts_line}" if m.facts_line else ""
+            lines.append(f"On trial #{k} you took these moves:\n{m.trajectory}\nThen {result}.{revealed}")
         elif reflection:
             lines.append(f"On trial #{k} {result}.")
         if reflection:

@@ -23,11 +23,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from mage_core.envs.base import Revealed
 from mage_core.rollout.meta_episode import MetaEpisode, Response
 
-#: ``act(env, rng) -> action``: one of the env's legal actions, or None when it has no plan
-#: from here (the step is then a detour).
-Expert = Callable[[object, np.random.Generator], "str | None"]
+#: ``act(env, rng, memory) -> action``: one of the env's legal actions, or None when it has no
+#: plan from here (the step is then a detour). ``memory``: what the earlier attempts revealed
+#: (``envs.base.Revealed``, one an attempt), as the policy's memory lines show it.
+Expert = Callable[[object, np.random.Generator, Sequence[Revealed]], "str | None"]
 
 
 def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.random.Generator],
@@ -52,7 +54,9 @@ def play_expert(metas: Sequence[MetaEpisode], expert: Expert, rngs: Sequence[np.
                 raise NotImplementedError("demonstrations are constrained actions: set policy.action_mode: "
                                           "constrained (free-text demonstrations are not built)")
             strays = detour > 0 and not meta.episodes and rng.random() < detour
-            action = None if strays else expert(meta.env, rng)
+            # The expert remembers what the policy would: the facts of its memory lines.
+            memory = [m.facts for m in meta.context.memory if m.facts is not None]
+            action = None if strays else expert(meta.env, rng, memory)
             if action is None:  # a detour, or no plan from here: a uniformly drawn legal action
                 strays, action = True, legal[int(rng.integers(len(legal)))]
             if action not in legal:

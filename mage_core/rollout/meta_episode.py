@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from mage_core.envs.base import Env, FiniteSplit, Outcome
+from mage_core.envs.base import Env, FiniteSplit, Outcome, Revealing
 from mage_core.envs.rewards import invalid_action_penalty, length_penalty
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.context import (
@@ -254,7 +254,11 @@ class MetaEpisode:
         reflects = s.reflect_on == "every" or not success
         summary = final if s.reflections == "summary" and reflects else None
         if s.memory != "none":
-            self.context.memory.append(EpisodeMemory(trajectory, success, summary))
+            facts = self.env.revealed() if isinstance(self.env, Revealing) else None
+            line = None
+            if facts is not None and facts.facts:
+                line = facts.line(s.style, self.env.compact_action if s.style == "compact" else None)
+            self.context.memory.append(EpisodeMemory(trajectory, success, summary, facts, line))
         if self.bank is not None and s.retrieval == "cases":
             self.bank.add_cases(self._case_turns, "success" if success else "failure")
         elif self.bank is not None and s.retrieval == "notes" and summary is not None:

@@ -117,7 +117,7 @@ def test_detours_stray_only_in_the_first_attempt_at_the_set_rate() -> None:
     metas = _metas("minesweeper", 40, {"rollout": {"restart": "same", "early_stop": False}})
     strays = []
 
-    def counting_expert(env, rng):
+    def counting_expert(env, rng, memory=()):
         strays.append(len(meta.episodes))
         return minesweeper_expert(env, rng)
 
@@ -138,7 +138,7 @@ def test_bad_settings_are_named() -> None:
     with pytest.raises(ValueError, match="2 generators for 1 meta-episodes"):
         play_expert(metas, sokoban_expert, [np.random.default_rng(0)] * 2)
     with pytest.raises(ValueError, match=r"the expert chose 'jump', not one of the 84 legal actions"):
-        play_expert(metas, lambda env, rng: "jump", [np.random.default_rng(0)])
+        play_expert(metas, lambda env, rng, memory: "jump", [np.random.default_rng(0)])
     free = _metas("sokoban", 1, {"policy": {"action_mode": "free", "prompt_style": "paper"}})
     with pytest.raises(NotImplementedError, match="demonstrations are constrained actions"):
         play_expert(free, sokoban_expert, [np.random.default_rng(0)])
@@ -164,7 +164,7 @@ def test_a_step_the_expert_cannot_plan_is_a_detour_never_its_action() -> None:
     metas = _metas("sokoban", 3)
     answers = []
 
-    def sometimes(env, rng):  # every other step no answer (a random step may also leave the solver none)
+    def sometimes(env, rng, memory=()):  # every other step no answer (a random step may also leave the solver none)
         answers.append(None if len(answers) % 2 == 0 else sokoban_expert(env, rng))
         return answers[-1]
 
@@ -189,7 +189,7 @@ def test_the_experts_own_attempts_and_their_wins_are_counted() -> None:
     # read off the episodes' outcomes.
     metas = _metas("sokoban", 5, {"rollout": {"restart": "same", "early_stop": False}})
 
-    def wanders(env, rng):
+    def wanders(env, rng, memory=()):
         legal = env.legal_actions()
         return legal[int(rng.integers(len(legal)))]
 
@@ -208,6 +208,6 @@ def test_the_experts_own_attempts_and_their_wins_are_counted() -> None:
     assert expert_success(metas, records) == (6, 6)  # attempts 2 and 3 of each, all won
     # An expert that never has a plan played no attempt of its own.
     metas = _metas("sokoban", 2)
-    records = play_expert(metas, lambda env, rng: None, [np.random.default_rng(i) for i in range(2)])
+    records = play_expert(metas, lambda env, rng, memory: None, [np.random.default_rng(i) for i in range(2)])
     with pytest.raises(ConfigError, match="the expert of env.name sokoban played no attempt on its own"):
         check_expert(cfg, metas, records)

@@ -114,18 +114,21 @@ def draw_board(rng: np.random.Generator, rows: int, cols: int, num_mines: int, m
     raise RuntimeError(f"no board of {rows}x{cols} with {num_mines} mines left a cell to reveal in {max_tries} draws")
 
 
-def mine_probabilities(board: Board, num_mines: int) -> dict[Cell, Fraction]:
-    """The exact probability that each closed cell holds a mine, given the open numbers and
-    ``num_mines`` in all, every consistent placement equally likely (a uniform prior over
-    placements, which is how ``draw_board`` places them given the first cell)."""
+def mine_probabilities(board: Board, num_mines: int, known_mines: frozenset[Cell] = frozenset()) -> dict[Cell, Fraction]:
+    """The exact probability that each closed cell holds a mine, given the open numbers,
+    ``num_mines`` in all and ``known_mines`` (closed cells known to hold one: a mine that went
+    off in an earlier attempt), every consistent placement equally likely (a uniform prior
+    over placements, which is how ``draw_board`` places them given the first cell)."""
     closed = board.closed()
+    if not known_mines <= set(closed) | ({board.exploded} - {None}):
+        raise ValueError(f"known mines {sorted(known_mines - set(closed))} are open cells of the board")
     constraints = [(cell, board.count(cell), [n for n in board.neighbours(cell) if n not in board.opened])
                    for cell in board.opened if cell != board.exploded]
     totals = dict.fromkeys(closed, 0)
     consistent = 0
     for placement in itertools.combinations(closed, num_mines):
         chosen = set(placement)
-        if all(sum(n in chosen for n in hidden) == count for _, count, hidden in constraints):
+        if known_mines <= chosen and all(sum(n in chosen for n in hidden) == count for _, count, hidden in constraints):
             consistent += 1
             for cell in placement:
                 totals[cell] += 1
@@ -137,3 +140,28 @@ def mine_probabilities(board: Board, num_mines: int) -> dict[Cell, Fraction]:
 def safe_cells(board: Board, num_mines: int) -> list[Cell]:
     """The closed cells that no consistent placement mines: provably safe to reveal."""
     return [cell for cell, p in mine_probabilities(board, num_mines).items() if p == 0]
+
+
+def fewest_reveals(board: Board) -> int:
+    """The fewest reveals that clear ``board`` from where it stands for a player who knows
+    where every mine is: one for each 8-connected group of closed cells with no mine around
+    (revealing any one opens the group and the cells around it) and one for each other
+    closed safe cell that no such cell touches. A board clears within a turn limit exactly
+    when this is at most the limit, so the share of boards for which it is gives the exact
+    ceiling of any play, "the board known" (``mage_core/envs/minesweeper/expert.py``)."""
+    closed_safe = [c for c in board.closed() if c not in board.mines]
+    zeros = {c for c in closed_safe if board.count(c) == 0}
+    groups, seen = 0, set()
+    for cell in zeros:
+        if cell in seen:
+            continue
+        groups += 1
+        stack = [cell]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            stack.extend(n for n in board.neighbours(current) if n in zeros and n not in seen)
+    touched = {n for z in zeros for n in board.neighbours(z)}
+    return groups + sum(1 for c in closed_safe if c not in zeros and c not in touched)

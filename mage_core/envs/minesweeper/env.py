@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text
+from mage_core.envs.base import Outcome, Revealed, StepResult, check_generator, extract_action_text
 from mage_core.envs.minesweeper.board import Board, Cell, draw_board
 from mage_core.envs.minesweeper.params import MineSweeperSettings
 from mage_core.envs.rewards import stalled_timeout_reward
@@ -56,6 +56,7 @@ class MineSweeperEnv:
         self._done = False
         self._reward_so_far = 0.0
         self._had_invalid = False
+        self._clicks: list[Cell] = []  # this episode's reveals, in order
 
     # ----- life cycle -------------------------------------------------
     def reset(self) -> None:
@@ -69,6 +70,7 @@ class MineSweeperEnv:
         self._done = False
         self._reward_so_far = 0.0
         self._had_invalid = False
+        self._clicks = []
 
     # ----- views ------------------------------------------------------
     @property
@@ -89,6 +91,17 @@ class MineSweeperEnv:
     def board(self) -> Board:
         """The current board (mines included: for tests and oracles, never shown)."""
         return self._require_board(self._board)
+
+    def revealed(self) -> Revealed:
+        """What this episode's reveals showed (``envs.base.Revealing``): ``mine`` the cell that
+        went off, if one did; ``safe`` every cell it opened without a mine, in the order opened.
+        Revealing the safe ones again from the same first board opens exactly what they opened
+        (the flood fill is deterministic), so they carry every number the episode saw."""
+        board = self.board
+        facts = [("safe", cell_text(c)) for c in self._clicks if c not in board.mines]
+        if board.exploded is not None:
+            facts.insert(0, ("mine", cell_text(board.exploded)))
+        return Revealed(self.task_key(), tuple(facts))
 
     def legal_return_floor(self) -> float:
         """Legal play earns at least ``return_bounds()[0]``: reveals, then a mine."""
@@ -157,6 +170,7 @@ class MineSweeperEnv:
                                  f"'(2, 3)' (or None), got {action!r}")
             row, col = (int(x) - 1 for x in action.strip("()").split(","))
             after = board.reveal((row, col))
+            self._clicks.append((row, col))
             opened = len(after.opened) - len(board.opened)
             board = after
             reward = (s.mine_reward if board.lost else s.win_reward if board.won
