@@ -160,7 +160,13 @@ class Task:
       expert's next action from any position of a reset environment, one of its
       ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
       ``expert_settings``: what the expert needs of the environment's settings (ALFWorld: the
-      engine's planner), applied to the demonstrations' environments only.
+      engine's planner), applied to the demonstrations' environments only. ``expert_memory``:
+      the expert reads its memory (what earlier attempts revealed: ``envs.base.Revealed``), so
+      on a replayed task its later attempts must beat its first (``mage sft`` checks it before
+      cloning). ``known_ceiling``: ``"module:function"`` of ``(env) -> bool``, whether a player
+      who knows the reset task's hidden state can win it within the turn limit: the share of a
+      set's tasks for which it can is the exact ceiling of any play on that set (MineSweeper:
+      the board known), printed next to the expert's figures; None: no such ceiling.
     - ``seeded_tasks``: single-agent tasks whose seed makes the task (Sokoban's levels,
       MineSweeper's boards), so that two seeds can make the same one: the env names its task
       by content (``envs.base.KeyedTask``), and report, selection and training sets draw
@@ -194,6 +200,8 @@ class Task:
     data: TaskData | None = None
     expert: str | None = None
     expert_settings: Mapping[str, Any] = field(default_factory=dict)
+    expert_memory: bool = False
+    known_ceiling: str | None = None
     seeded_tasks: bool = False
 
     @property

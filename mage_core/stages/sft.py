@@ -12,8 +12,11 @@ warm start plays the selection set, and ``--out`` gets:
 - ``demonstrations.jsonl``: every demonstrated decision as the policy saw it (prompt,
   candidates, the action, its attempt and turn, whether it was a detour);
 - ``summary.json``: the demonstrations (meta-episodes, decisions, the expert's success
-  per attempt, detours), the loss of each epoch, and the warm start's selection-set
-  figures (``eval/success_ep1`` ... as ``mage train`` reports them).
+  per attempt, detours), the loss of each epoch, the warm start's selection-set figures
+  (``eval/success_ep1`` ... as ``mage train`` reports them) and the expert's own on the same
+  tasks (``expert_on_selection``: by attempt, no detour; with the exact ceiling of those tasks
+  where the task has one). An expert that reads its memory must win more in its final attempt
+  than in its first there, or nothing is cloned (``check_expert_gain``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,48 @@ def demonstrations(trainer: Any, cfg: Config) -> tuple[list[Any], list[dict[str,
     metas = trainer.build(specs, trainer.train_settings, env_settings)
     records = play_expert(metas, resolve(declared.expert), list(rng.spawn(len(metas))), ws.detour)
     return metas, records
+
+
+def expert_on_selection(trainer: Any, cfg: Config) -> dict[str, Any]:
+    """The expert's own play of the selection set the warm start is evaluated on (the same
+    tasks, protocol and memory; no detour): its success by attempt, what imitation can hand
+    down, and where the task has one (``Task.known_ceiling``) the share of those tasks a player
+    who knows the hidden state wins within the turn limit, the exact ceiling of any play."""
+    from mage_core.evaluation.meta_eval import evaluation_specs
+    from mage_core.evaluation.suites import selection_suite, suite_seed
+    from mage_core.rollout.imitation import play_expert
+
+    declared, e = task(cfg.env.name), cfg.evaluation
+    suite = selection_suite(cfg)
+    env_settings = getattr(cfg.env, cfg.env.name).replace(**declared.expert_settings, **suite.env_overrides)
+    specs = evaluation_specs(cfg.env.name, list(suite.entries), e.meta_episodes_per_opponent_seat,
+                             suite_seed(e.selection_seed, suite.name), env_settings, "select")
+    metas = trainer.build(specs, trainer.eval_settings, env_settings)
+    ceiling = None
+    if declared.known_ceiling is not None:
+        known = resolve(declared.known_ceiling)
+        ceiling = sum(bool(known(m.env)) for m in metas) / len(metas)  # the reset tasks, before any play
+    rngs = list(np.random.default_rng([cfg.warm_start.seed, 1]).spawn(len(metas)))
+    play_expert(metas, resolve(declared.expert), rngs, detour=0.0)
+    return {"tasks": len(metas), "success_by_attempt": _attempt_success(metas, trainer.eval_settings.num_episodes),
+            "ceiling_known": ceiling}
+
+
+def check_expert_gain(cfg: Config, trainer: Any, figures: dict[str, Any]) -> None:
+    """Stop before cloning when an expert that reads its memory (``Task.expert_memory``) does
+    not win more in its final attempt than in its first on a replayed task: its
+    demonstrations would not show what an earlier attempt is for."""
+    settings = trainer.eval_settings
+    if not (task(cfg.env.name).expert_memory and settings.restart == "same" and settings.memory != "none"
+            and settings.num_episodes > 1):
+        return
+    first, final = figures["success_by_attempt"][0], figures["success_by_attempt"][-1]
+    if final <= first:
+        raise ConfigError("params", [
+            f"env.name {cfg.env.name}: its expert reads its memory, yet on the {figures['tasks']} replayed tasks of the "
+            f"selection set its final attempt won {final:.3f} against {first:.3f} in its first, so its demonstrations "
+            f"do not show an earlier attempt used; nothing was cloned or written (check the task's expert and "
+            f"env.{cfg.env.name}'s settings)"])
 
 
 def expert_success(metas: Sequence[Any], records: Sequence[dict[str, Any]]) -> tuple[int, int]:
@@ -177,6 +222,8 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
     trainer = MetaRLTrainer(cfg, engine, generator, make_codec(tokenizer, cfg.policy))
     try:
         trainer.check_suite_sizes([selection_suite(cfg)], cfg.evaluation.meta_episodes_per_opponent_seat)
+        expert_figures = expert_on_selection(trainer, cfg)
+        check_expert_gain(cfg, trainer, expert_figures)
         metas, records = demonstrations(trainer, cfg)
         check_expert(cfg, metas, records)
         held = max(1, len(metas) // 10) if len(metas) > 1 else 0  # the last tenth: never trained on
@@ -204,6 +251,7 @@ def sft(cfg: Config, out: Path) -> dict[str, Any]:
                            "detour": cfg.warm_start.detour,
                            "expert_success_by_attempt": _attempt_success(metas, attempts),
                            "expert_success_alone": dict(zip(("won", "played"), expert_success(metas, records)))},
+        "expert_on_selection": expert_figures,
         "loss_by_epoch": losses,
         "expert_choice_probability": fit,
         "selection": {k: v for k, v in figures.items() if isinstance(v, (int, float))},
@@ -235,7 +283,11 @@ def _track(cfg: Config, out: Path, summary: dict[str, Any], seconds: float) -> N
         fit = {f"sft/p_expert/{k}": v for k, v in summary["expert_choice_probability"].items() if v is not None}
         run.log_metrics(len(summary["loss_by_epoch"]), {
             **summary["selection"], **fit, "sft/decisions": float(demos["decisions"]), "sft/time/total_s": seconds,
-            **{f"sft/expert_success_ep{k + 1}": v for k, v in enumerate(demos["expert_success_by_attempt"])}})
+            **{f"sft/expert_success_ep{k + 1}": v for k, v in enumerate(demos["expert_success_by_attempt"])},
+            **{f"sft/expert_selection_success_ep{k + 1}": v
+               for k, v in enumerate(summary["expert_on_selection"]["success_by_attempt"])},
+            **({"sft/ceiling_known": summary["expert_on_selection"]["ceiling_known"]}
+               if summary["expert_on_selection"]["ceiling_known"] is not None else {})})
         run.log_artifact(out / "summary.json")
 
 
@@ -252,12 +304,14 @@ def run(params: str, overrides: Sequence[str], out: str, run_name: str | None = 
 
     with writer_lock(Path(out), f"mage sft --out {out}" + (f" --task {task_name}" if task_name else "")):
         summary = sft(cfg, Path(out))
-    demos, selection = summary["demonstrations"], summary["selection"]
+    demos, selection, expert = summary["demonstrations"], summary["selection"], summary["expert_on_selection"]
+    ceiling = f", the hidden state known {expert['ceiling_known']:.3f}" if expert["ceiling_known"] is not None else ""
     Console(soft_wrap=True).print(
         f"warm start of {cfg.env.name}: {demos['decisions']} decisions of {demos['meta_episodes']} expert "
         f"meta-episodes (expert success by attempt {[round(x, 3) for x in demos['expert_success_by_attempt']]}); "
         f"loss by epoch {[round(x, 4) for x in summary['loss_by_epoch']]}; p(expert's choice) "
-        f"{_rounded(summary['expert_choice_probability'])}; selection set: "
+        f"{_rounded(summary['expert_choice_probability'])}; selection set ({expert['tasks']} tasks): the expert by "
+        f"attempt {[round(x, 3) for x in expert['success_by_attempt']]}{ceiling}; the warm start "
         + ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in selection.items() if "success_ep" in k)
         + f"; {summary['seconds']} s -> {out}")
     return 0

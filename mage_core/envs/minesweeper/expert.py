@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from mage_core.envs.base import Revealed
-from mage_core.envs.minesweeper.board import Board, Cell, mine_probabilities
+from mage_core.envs.minesweeper.board import Board, Cell, fewest_reveals, mine_probabilities
 from mage_core.envs.minesweeper.env import MineSweeperEnv, cell_text
 
 _SUBJECT = re.compile(r"\((\d+), (\d+)\)")
@@ -80,3 +80,9 @@ def act(env: MineSweeperEnv, rng: np.random.Generator, memory: Sequence[Revealed
     lowest = min(p for cell, p in probabilities.items() if cell not in board.opened)
     best = [cell for cell, p in probabilities.items() if p == lowest and cell not in board.opened]
     return cell_text(best[int(rng.integers(len(best)))])
+
+
+def clearable(env: MineSweeperEnv) -> bool:
+    """Whether the reset board clears within the turn limit for a player who knows where every
+    mine is (``fewest_reveals``): no play of any attempt wins a board for which it does not."""
+    return fewest_reveals(env.board) <= env.settings.max_turns

@@ -47,5 +47,7 @@ TASK = Task(
     ood_defaults={"five_mines": {"num_mines": 5}},
     reference_keys=("env.minesweeper.board_size", "env.minesweeper.num_mines", "env.minesweeper.max_turns"),
     expert="mage_core.envs.minesweeper.expert:act",
+    expert_memory=True,
+    known_ceiling="mage_core.envs.minesweeper.expert:clearable",
     seeded_tasks=True,
 )
