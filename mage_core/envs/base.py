@@ -224,6 +224,11 @@ class Revealing(Protocol):
         """What the episode played so far (or just finished) revealed about the task."""
         ...
 
+    def memory_line(self, revealed: Revealed, style: str) -> str:
+        """How a memory line shows ``revealed`` in the prompt style (``compact`` or ``paper``):
+        usually ``revealed.line`` with the env's compact form of a subject."""
+        ...
+
 
 def split_index_error(index: int, size: int, what: str) -> ValueError:
     """The error of ``FiniteSplit.reset_to`` past the end: which keys to lower."""

@@ -257,7 +257,7 @@ class MetaEpisode:
             facts = self.env.revealed() if isinstance(self.env, Revealing) else None
             line = None
             if facts is not None and facts.facts:
-                line = facts.line(s.style, self.env.compact_action if s.style == "compact" else None)
+                line = self.env.memory_line(facts, s.style)
             self.context.memory.append(EpisodeMemory(trajectory, success, summary, facts, line))
         if self.bank is not None and s.retrieval == "cases":
             self.bank.add_cases(self._case_turns, "success" if success else "failure")

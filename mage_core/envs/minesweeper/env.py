@@ -103,6 +103,11 @@ class MineSweeperEnv:
             facts.insert(0, ("mine", cell_text(board.exploded)))
         return Revealed(self.task_key(), tuple(facts))
 
+    def memory_line(self, revealed: Revealed, style: str) -> str:
+        """``mine (1,4) safe (2,4) (3,1)`` (compact: each cell one word) or ``mine: (1, 4); safe:
+        (2, 4), (3, 1).`` (paper)."""
+        return revealed.line(style, self.compact_action if style == "compact" else None)
+
     def legal_return_floor(self) -> float:
         """Legal play earns at least ``return_bounds()[0]``: reveals, then a mine."""
         return self.settings.return_bounds()[0]
