@@ -52,6 +52,9 @@ def test_sft_writes_a_warm_start_that_a_training_run_starts_from(tmp_path: Path)
     assert demos["meta_episodes"] == 8 and demos["decisions"] > 8
     assert demos["expert_success_by_attempt"][-1] == 1.0  # later attempts are the expert's own
     assert 0.0 <= summary["selection"]["eval/all/success_ep1"] <= 1.0
+    # The expert's own play of the same 4 selection levels: the solver wins every attempt, and
+    # Sokoban has no hidden state, so no ceiling beyond it.
+    assert summary["expert_on_selection"] == {"tasks": 4, "success_by_attempt": [1.0, 1.0, 1.0], "ceiling_known": None}
     model_dir = tmp_path / "sft" / "model"
     assert (model_dir / "warm_start.json").is_file()
     lines = (tmp_path / "sft" / "demonstrations.jsonl").read_text().splitlines()
@@ -150,3 +153,15 @@ def test_sft_is_an_mlflow_run_with_its_figures(tmp_path: Path, monkeypatch: pyte
     assert losses == pytest.approx(summary["loss_by_epoch"])
     assert run.data.metrics["sft/decisions"] == summary["demonstrations"]["decisions"]
     assert run.data.metrics["eval/all/success_ep1"] == summary["selection"]["eval/all/success_ep1"]
+
+
+def test_minesweeper_sft_prints_its_experts_gain_next_to_the_board_known(tmp_path: Path) -> None:
+    """MineSweeper's expert reads its memory: on the replayed selection boards its later
+    attempts win more than its first, never more than the boards' exact ceiling."""
+    cfg = parse_config({**SMALL, "env": {"name": "minesweeper"}, "rollout": {"restart": "same", "early_stop": False},
+                        "evaluation": {"meta_episodes_per_opponent_seat": 30}})
+    summary = sft(cfg, tmp_path / "sft")
+    figures = summary["expert_on_selection"]
+    first, second, final = figures["success_by_attempt"]
+    assert figures["tasks"] == 30 and first < final and first <= second <= figures["ceiling_known"]
+    assert final <= figures["ceiling_known"] <= 1.0
