@@ -38,8 +38,10 @@ def build_policy(cfg: Config, out: Path) -> tuple[Any, Any]:
         except (FileNotFoundError, ValueError) as err:
             raise ConfigError("command line", [f"--out: {err} (delete {init_dir} to build it again)"]) from None
         return tokenizer, model
-    tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=cfg.seed),
-                                extra_tokens=action_tokens(cfg))
+    # The vocabulary is the task's, not the training seed's (random play of seed 0 whatever
+    # ``seed``): runs of every seed can start from one warm start (issue 41). Before, a seed's
+    # own random play could add words (MineSweeper's closed-cell counts) its warm start lacked.
+    tokenizer = build_tokenizer(game_corpus(cfg, cfg.policy.prompt_style, seed=0), extra_tokens=action_tokens(cfg))
     if cfg.init_model() is not None:  # a warm start: its weights and tokenizer, if they fit this run
         tokenizer, model = warm_start(cfg, tokenizer)
         save_policy(model, tokenizer, init_dir)
