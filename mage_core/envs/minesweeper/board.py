@@ -114,7 +114,8 @@ def draw_board(rng: np.random.Generator, rows: int, cols: int, num_mines: int, m
     raise RuntimeError(f"no board of {rows}x{cols} with {num_mines} mines left a cell to reveal in {max_tries} draws")
 
 
-def mine_probabilities(board: Board, num_mines: int, known_mines: frozenset[Cell] = frozenset()) -> dict[Cell, Fraction]:
+def mine_probabilities(board: Board, num_mines: int,
+                       known_mines: frozenset[Cell] = frozenset()) -> dict[Cell, Fraction]:
     """The exact probability that each closed cell holds a mine, given the open numbers,
     ``num_mines`` in all and ``known_mines`` (closed cells known to hold one: a mine that went
     off in an earlier attempt), every consistent placement equally likely (a uniform prior

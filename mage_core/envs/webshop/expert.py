@@ -12,9 +12,10 @@ from mage_core.envs.webshop.env import WebShopEnv, expert_action
 
 
 def act(env: WebShopEnv, rng: np.random.Generator, memory: Sequence[Revealed] = ()) -> str:
-    """On the search page the instruction's search (``search_action``: the goal product
-    is then among the results); elsewhere ``expert_action``: page to the goal product,
-    open it, choose the goal's options, buy. The memory of earlier attempts is not read: this shopper knows the goal product."""
+    """On the search page the instruction's search (``search_action``: the goal product is then
+    among the results); elsewhere ``expert_action``: page to the goal product, open it,
+    choose the goal's options, buy. The memory of earlier attempts is not read: this shopper
+    knows the goal product."""
     if env.page == "search":
         return env.search_action()
     action = expert_action(env)
