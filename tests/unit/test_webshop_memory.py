@@ -132,8 +132,8 @@ def test_bad_memory_is_refused_with_one_line_naming_it():
     assert "\n" not in str(err.value)
     cases = [((("mine", "(1, 1)"),), r"memory item 1 has a fact of kind 'mine'"),
              ((("refuted", "Cobalt Shampoo"),), r"memory item 1 names product 'Cobalt Shampoo', which the catalogue"),
-             ((("refuted", LUMORA.name), ("chosen", "coconut")), r"names option 'coconut', which 'Lumora"),
-             ((("chosen", "lavender"),), r"names option 'lavender', which no purchase precedes"),
+             ((("refuted", LUMORA.name), ("chosen", "coconut")), r"names option 'coconut', which 'Lumora Shampoo - Tea Tree, Paraben Free' does not offer"),
+             ((("chosen", "lavender"),), r"names option 'lavender' before a purchase"),
              ((("refuted", LUMORA.name), ("confirmed", VERDANT.name)), r"names two purchases")]
     for facts, message in cases:
         with pytest.raises(ValueError, match=message) as err:

@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Revealed
+from mage_core.envs.base import Revealed, checked_memory
 from mage_core.envs.webshop.env import WebShopEnv, expert_action
 from mage_core.envs.webshop.search import tokenize
 
@@ -56,22 +56,16 @@ def remembered(env: WebShopEnv, memory: Sequence[Revealed]) -> list[Purchase]:
     key = env.task_key()
     titles = {p.name.lower(): p for p in env.catalogue.products}
     purchases: list[Purchase] = []
-    for attempt, item in enumerate(memory, start=1):
-        if not isinstance(item, Revealed):
-            raise ValueError(f"WebShop expert: memory item {attempt} is a {type(item).__name__}, not a Revealed")
-        if item.task_key != key:
-            raise ValueError(f"WebShop expert: memory item {attempt} was learnt on another goal "
-                             f"({item.task_key[:80]!r}...), not this one")
+    for attempt, item in checked_memory(memory, key, KINDS, "WebShop expert", "goal"):
         product, chosen, won = None, set(), False
         for kind, subject in item.facts:
-            if kind not in KINDS:
-                raise ValueError(f"WebShop expert: memory item {attempt} has a fact of kind {kind!r} "
-                                 f"(WebShop reveals {', '.join(KINDS)})")
             if kind == "chosen":
-                offered = {v for values in product.options.values() for v in values} if product else set()
-                if subject not in offered:
+                if product is None:
+                    raise ValueError(f"WebShop expert: memory item {attempt} names option {subject!r} before a "
+                                     f"purchase")
+                if subject not in {v for values in product.options.values() for v in values}:
                     raise ValueError(f"WebShop expert: memory item {attempt} names option {subject!r}, which "
-                                     f"{'no purchase precedes' if product is None else repr(product.name)} offers")
+                                     f"{product.name!r} does not offer")
                 chosen.add(subject)
                 continue
             if product is not None:
