@@ -117,7 +117,7 @@ def add_sft(sub: Commands, fmt: Formatter) -> None:
     p = sub.add_parser("sft", help="a warm start: behaviour cloning of the task's expert (single-agent tasks)",
                        description=(
         "Build the policy of params.yaml as `mage train` does and train it to imitate env.name's expert "
-        "(Sokoban: an optimal solver; MineSweeper: the least likely mine; WebShop: the scripted shopper), "
+        "(Sokoban: an optimal solver; MineSweeper: the least likely mine; WebShop: a shopper that reads the pages and its memory), "
         "warm_start.meta_episodes meta-episodes asked exactly as the policy is asked, a share of the first "
         "attempt's steps detours (warm_start.detour). Then plays the selection set and writes model/ and "
         "summary.json under --out. --task NAME: the warm start of NAME's entry in warm_start.tasks (the "

@@ -214,6 +214,24 @@ class Revealed:
         return "; ".join(f"{kind}: " + ", ".join(self.subjects(kind)) for kind in self.kinds()) + "."
 
 
+def checked_memory(memory: Sequence[Any], key: str, kinds: Sequence[str], expert: str,
+                   task: str) -> list[tuple[int, Revealed]]:
+    """``memory`` numbered from 1, each item checked for a task's expert: a ``Revealed``, learnt on
+    the task ``key`` names, of ``kinds`` only; else a ValueError of one line naming the item
+    (``expert``: who reads it, as "MineSweeper expert"; ``task``: what its task is, as "board")."""
+    for attempt, item in enumerate(memory, start=1):
+        if not isinstance(item, Revealed):
+            raise ValueError(f"{expert}: memory item {attempt} is a {type(item).__name__}, not a Revealed")
+        if item.task_key != key:
+            raise ValueError(f"{expert}: memory item {attempt} was learnt on another {task} "
+                             f"({item.task_key!r}), not this one ({key!r})")
+        for kind, _ in item.facts:
+            if kind not in kinds:
+                raise ValueError(f"{expert}: memory item {attempt} has a fact of kind {kind!r} "
+                                 f"({expert.split()[0]} reveals {', '.join(kinds)})")
+    return list(enumerate(memory, start=1))
+
+
 @runtime_checkable
 class Revealing(Protocol):
     """An env whose attempts reveal facts a later attempt of the same task can use

@@ -23,7 +23,7 @@ from mage_core.envs.sokoban.solver import solve_reference
 from mage_core.envs.webshop.catalogue import generate_catalogue, load_catalogue, write_catalogue
 from mage_core.envs.webshop.env import WebShopEnv
 from mage_core.envs.webshop.params import WebShopSettings
-from mage_core.envs.webshop.expert import act as webshop_expert
+from mage_core.envs.webshop.expert import omniscient as webshop_expert
 from mage_core.rollout.imitation import play_expert
 from mage_core.rollout.meta_episode import MetaEpisodeSpec
 from mage_core.rollout.pool import build_meta_episodes
@@ -81,7 +81,7 @@ def test_minesweeper_expert_reveals_a_cell_of_least_mine_probability() -> None:
     assert wins >= 15  # it guesses only where nothing is provably safe
 
 
-def test_webshop_expert_buys_every_goal_with_the_constrained_search(tmp_path: Path) -> None:
+def test_webshop_omniscient_shopper_buys_every_goal_with_the_constrained_search(tmp_path: Path) -> None:
     catalogue = load_catalogue(write_catalogue(generate_catalogue(np.random.default_rng(0), products_per_category=10),
                                                tmp_path))
     env = WebShopEnv(WebShopSettings(), np.random.default_rng(0), catalogue, catalogue.goals)

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Revealed
+from mage_core.envs.base import Revealed, checked_memory
 from mage_core.envs.minesweeper.board import Board, Cell, fewest_reveals, mine_probabilities
 from mage_core.envs.minesweeper.env import MineSweeperEnv, cell_text
 
@@ -34,16 +34,8 @@ def remembered(env: MineSweeperEnv, memory: Sequence[Revealed]) -> tuple[frozens
     key, board = env.task_key(), env.board
     mines: set[Cell] = set()
     safe: list[Cell] = []
-    for attempt, item in enumerate(memory, start=1):
-        if not isinstance(item, Revealed):
-            raise ValueError(f"MineSweeper expert: memory item {attempt} is a {type(item).__name__}, not a Revealed")
-        if item.task_key != key:
-            raise ValueError(f"MineSweeper expert: memory item {attempt} was learnt on another board "
-                             f"({item.task_key!r}), not this one ({key!r})")
+    for attempt, item in checked_memory(memory, key, KINDS, "MineSweeper expert", "board"):
         for kind, subject in item.facts:
-            if kind not in KINDS:
-                raise ValueError(f"MineSweeper expert: memory item {attempt} has a fact of kind {kind!r} "
-                                 f"(MineSweeper reveals {', '.join(KINDS)})")
             cell = _cell(subject, board, attempt)
             if kind == "mine":
                 mines.add(cell)

