@@ -164,9 +164,11 @@ class Task:
       the expert reads its memory (what earlier attempts revealed: ``envs.base.Revealed``), so
       on a replayed task its later attempts must beat its first (``mage sft`` checks it before
       cloning). ``known_ceiling``: ``"module:function"`` of ``(env) -> bool``, whether a player
-      who knows the reset task's hidden state can win it within the turn limit: the share of a
-      set's tasks for which it can is the exact ceiling of any play on that set (MineSweeper:
-      the board known), printed next to the expert's figures; None: no such ceiling.
+      who knows the hidden state of the task ``env`` plays (as reset, whatever was played since)
+      can win it within the turn limit: the share of a set's tasks for which it can is the exact
+      ceiling of any play on that set (MineSweeper: the board known), printed next to the
+      expert's figures and written by ``mage evaluate`` (``all/ceiling_known``); None: no such
+      ceiling.
     - ``seeded_tasks``: single-agent tasks whose seed makes the task (Sokoban's levels,
       MineSweeper's boards), so that two seeds can make the same one: the env names its task
       by content (``envs.base.KeyedTask``), and report, selection and training sets draw

@@ -121,7 +121,7 @@ def evaluate(cfg: Config, policy_dir: Path, out_dir: Path, which: str = "all",
             samples.append(f"# ===== suite {suite.name}\n" + transcripts(metas, trainer.codec.decode))
             suite_rows = trial_rows(metas, suite.name, unit_scale)
             rows += suite_rows
-            summary = _suite_summary(cfg, trainer, suite, suite_rows, k, unit)
+            summary = _suite_summary(cfg, trainer, suite, suite_rows, k, unit, metas)
             metrics.update({f"eval/{suite.name}/{key}": v for key, v in summary.items()})
             headline = summary[f"all/{spec.headline}_ep{k}"]
             seconds = time.perf_counter() - started
@@ -177,14 +177,20 @@ def _checked_policy(cfg: Config, policy_dir: Path, out_dir: Path) -> tuple[Any, 
 
 
 def _suite_summary(cfg: Config, trainer: Any, suite: Suite, suite_rows: list[dict[str, Any]], k: int,
-                   unit: str) -> dict[str, float]:
+                   unit: str, metas: Sequence[Any]) -> dict[str, float]:
     """One suite's figures (``summarize_trials``, with intervals); for a task with exact
-    values also its exact figures (Kuhn's ceilings) and the greedy policy's exact value, and
-    for a task with strategy probes what they read of the policy (Kuhn's opening bets)."""
+    values also its exact figures (Kuhn's ceilings) and the greedy policy's exact value, for a
+    task with strategy probes what they read of the policy (Kuhn's opening bets), and for a
+    task with a hidden state a player could know (``Task.known_ceiling``) the share of the
+    suite's tasks such a player wins, ``all/ceiling_known`` (MineSweeper: the board known)."""
+    from mage_core.envs.registry import resolve
     from mage_core.trainers import probes
 
     summary = summarize_trials(suite_rows, k, unit, suite.weights(), intervals=True)
     spec = task(cfg.env.name)
+    if spec.known_ceiling is not None and metas:
+        known = resolve(spec.known_ceiling)
+        summary["all/ceiling_known"] = sum(bool(known(m.env)) for m in metas) / len(metas)
     if spec.exact_values:
         summary.update(exact_suite_figures(cfg, suite, summary, k, trainer.eval_settings.restart,
                                            trainer.eval_settings.early_stop))

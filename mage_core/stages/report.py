@@ -236,17 +236,22 @@ def gain_markdown(episodes: pd.DataFrame) -> str:
     table = []
     for r in rows.sort_values(["order", "run"]).itertuples():
         verdict = "yes" if r.success_gain_low > 0 else "no" if r.success_gain_high < 0 else "not shown"
+        # A success ceiling (the hidden state known: MineSweeper's boards); Kuhn's is in chips, above.
+        known = r.ceiling_known if task(r.env).headline == "success" and pd.notna(r.ceiling_known) else None
         table.append([ENV_LABELS.get(r.env, r.env), r.method, fmt_number(first_success[r.run]), fmt_number(r.success),
-                      fmt_interval(r.success_gain, r.success_gain_low, r.success_gain_high, signed=True), verdict])
+                      fmt_interval(r.success_gain, r.success_gain_low, r.success_gain_high, signed=True), verdict,
+                      fmt_number(known) if known is not None else "—"])
     return "\n".join([
         "### Does a later attempt do better than the first? In-domain success, paired\n",
         "The final episode's success minus the first's on each meta-episode (a 95% normal interval of the "
         "mean difference); \"yes\" only when the interval lies above 0, \"no\" when below. With "
         "`rollout.restart: same` the task is replayed, so a gain is the use of what an earlier attempt revealed; "
         "with `rollout.restart: fresh` (a new deal or game every episode) it is not, and where a game is scored "
-        "in chips, read chips against the ceilings above.\n",
-        markdown_table(["env", "method", "success, first", "success, final", "final minus first", "final beats first"],
-                       table),
+        "in chips, read chips against the ceilings above. The ceiling, where a task has one, is the share of the "
+        "suite's tasks that a player who knows the hidden state wins within the turn limit (MineSweeper: the board "
+        "known, `board.fewest_reveals`): no attempt of any method wins more.\n",
+        markdown_table(["env", "method", "success, first", "success, final", "final minus first", "final beats first",
+                        "ceiling, hidden state known"], table),
     ])
 
 

@@ -88,6 +88,12 @@ class MineSweeperEnv:
         return f"minesweeper {b.rows}x{b.cols} mines {sorted(b.mines)} opened {sorted(b.opened)}"
 
     @property
+    def first_board(self) -> Board:
+        """The board as drawn, its first reveal made: what every attempt starts from (mines
+        included: for oracles, never shown)."""
+        return self._require_board(self._initial)
+
+    @property
     def board(self) -> Board:
         """The current board (mines included: for tests and oracles, never shown)."""
         return self._require_board(self._board)

@@ -75,6 +75,7 @@ def act(env: MineSweeperEnv, rng: np.random.Generator, memory: Sequence[Revealed
 
 
 def clearable(env: MineSweeperEnv) -> bool:
-    """Whether the reset board clears within the turn limit for a player who knows where every
-    mine is (``fewest_reveals``): no play of any attempt wins a board for which it does not."""
-    return fewest_reveals(env.board) <= env.settings.max_turns
+    """Whether the board ``env`` plays (as drawn, whatever was played since) clears within the
+    turn limit for a player who knows where every mine is (``fewest_reveals``): no play of any
+    attempt wins a board for which it does not."""
+    return fewest_reveals(env.first_board) <= env.settings.max_turns
