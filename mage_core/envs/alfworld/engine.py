@@ -46,13 +46,15 @@ def patch_handcoded_expert_move_command():
 
 
 def make_expert_env():
-    """The environment alfworld-generate uses to check solvability."""
+    """The environment alfworld-generate uses to check solvability (its translation, parses
+    and derivations memoized: cache.py, derive.py; the games it writes are the same)."""
     import textworld
     from textworld.envs import PddlEnv
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
 
-    from mage_core.envs.alfworld import grammar
+    from mage_core.envs.alfworld import cache, grammar
 
+    cache.install()
     grammar.install()  # no eval of a game's grammar expressions
     request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     env = PddlEnv(request_infos)
