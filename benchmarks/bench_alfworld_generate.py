@@ -3,7 +3,7 @@ check) with this checkout's code and with the code of a base commit, in one run.
 
     python benchmarks/bench_alfworld_generate.py [--base c64d8ac] [--train 2] [--valid-seen 1]
         [--valid-unseen 1] [--task-types pick_and_place_simple pick_two_obj_and_place]
-        [--workers N] [--keep DIR]
+        [--workers N] [--repeat N] [--keep DIR]
 
 The base commit is checked out with ``git worktree add --detach`` (once, at ``--base-dir``,
 default ``/tmp/alf-base``; remove it with ``git worktree remove``). Each side runs in a
@@ -11,9 +11,11 @@ subprocess of its own checkout (``PYTHONPATH`` pointing at it, params.yaml of th
 checkout, the same ``--set data.alfworld...`` overrides) and times
 ``commands.generate_from_params`` in that process, which is what the DVC stage
 ``data@alfworld`` runs after the interpreter's start-up and imports (timed apart). Prints
-seconds per game for each side and the speed-up, then compares the two output folders:
-the same files and folders, byte for byte, or exit 1. ``--workers``: this checkout's worker
-processes (default: its own default, one per core but one); the base has none.
+seconds per game for each side and the speed-up (``--repeat N``: N runs of each, alternated,
+their medians), then compares every output folder with the base's first: the same files and
+folders, byte for byte, or exit 1. ``--workers N``: at most N worker
+processes on this checkout's side (``dataset.MAX_WORKERS``; its default: one per core but one,
+at most 4); the base has none.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,7 +100,8 @@ def main() -> int:
     parser.add_argument("--valid-seen", type=int, default=1)
     parser.add_argument("--valid-unseen", type=int, default=1)
     parser.add_argument("--task-types", nargs="+", default=["pick_and_place_simple", "pick_two_obj_and_place"])
-    parser.add_argument("--workers", type=int, default=-1, help="this checkout's worker processes (default: its own)")
+    parser.add_argument("--workers", type=int, default=-1, help="at most N worker processes on this checkout's side (default: its own cap)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each side, alternated (default: %(default)s)")
     parser.add_argument("--keep", metavar="DIR", help="write the outputs and logs here (default: a temporary folder)")
     args = parser.parse_args()
     overrides = [f"data.alfworld.train={args.train}", f"data.alfworld.valid_seen={args.valid_seen}",
@@ -107,22 +111,25 @@ def main() -> int:
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-alfworld-generate-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"games: {', '.join(overrides)}; outputs in {work}", flush=True)
-    sides = {}
-    for name, code_root, workers in (("base " + args.base, base, -1), ("this checkout", ROOT, args.workers)):
-        sides[name] = run_side(code_root, work / name.split()[0], overrides, workers, work / f"{name.split()[0]}.log")
-        t = sides[name]
-        print(f"{name:>16}: {t['games']} games, {t['seconds']:.1f} s ({t['seconds'] / max(t['games'], 1):.3f} s a game; "
-              f"imports {t['imports']:.1f} s, whole process {t['wall']:.1f} s), exit {t['status']}", flush=True)
-    (before, after) = sides.values()
-    speedup = (before["seconds"] / before["games"]) / (after["seconds"] / after["games"])
-    print(f"speed-up: {speedup:.1f}x a game")
-    diff = differences(work / "base", work / "this")
-    if diff or before["status"] or after["status"]:
+    sides: dict[str, list[dict]] = {"base": [], "this": []}
+    for repeat in range(args.repeat):  # alternated, so that a change of the machine's load hits both
+        for side, code_root, workers in (("base", base, -1), ("this", ROOT, args.workers)):
+            t = run_side(code_root, work / f"{side}-{repeat}", overrides, workers, work / f"{side}-{repeat}.log")
+            sides[side].append(t)
+            label = f"base {args.base}" if side == "base" else "this checkout"
+            print(f"{label:>16}: {t['games']} games, {t['seconds']:.1f} s ({t['seconds'] / max(t['games'], 1):.3f} s a "
+                  f"game; imports {t['imports']:.1f} s, whole process {t['wall']:.1f} s), exit {t['status']}", flush=True)
+    per_game = {side: statistics.median(t["seconds"] / max(t["games"], 1) for t in runs) for side, runs in sides.items()}
+    print(f"seconds a game (median of {args.repeat}): base {per_game['base']:.3f}, this checkout {per_game['this']:.3f}; "
+          f"speed-up: {per_game['base'] / per_game['this']:.1f}x a game")
+    failed = [t for runs in sides.values() for t in runs if t["status"]]
+    diff = sorted({d for repeat in range(args.repeat) for side in ("base", "this")
+                   for d in differences(work / "base-0", work / f"{side}-{repeat}")})
+    if diff or failed:
         print("DIFFERENT outputs: " + ", ".join(diff[:20]) if diff else "a side failed (see its log)")
         return 1
-    print(f"outputs byte-identical: {sum(1 for p in (work / 'this').rglob('*') if p.is_file())} files")
+    print(f"outputs byte-identical: {sum(1 for p in (work / 'this-0').rglob('*') if p.is_file())} files")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
