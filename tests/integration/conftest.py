@@ -48,7 +48,7 @@ def alfworld_games(tmp_path_factory: pytest.TempPathFactory) -> Path:
     into valid_seen/ and valid_unseen/ (tests of playing, not of the splits' floor plans;
     ~20 s: each game is checked by alfworld's expert)."""
     pytest.importorskip("alfworld", reason="the alfworld extra (make setup installs it)")
-    from mage_core.envs.alfworld.generate import generate_dataset
+    from mage_core.envs.alfworld.dataset import generate_dataset
 
     root = tmp_path_factory.mktemp("alfworld") / "games"
     generate_dataset(str(root), seed=0, games_per_task={"train": 1})

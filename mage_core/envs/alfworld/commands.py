@@ -37,6 +37,7 @@ def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int
                 if value < 0]
     if problems:
         raise ConfigError("command line", problems)
+    from mage_core.envs.alfworld import dataset
     from mage_core.envs.alfworld import generate as G
 
     counts = {"train": train, "eval_in_distribution": valid_seen, "eval_out_of_distribution": valid_unseen}
@@ -50,8 +51,8 @@ def generate(out: str, seed: int, train: int, valid_seen: int, valid_unseen: int
         with Progress(console=console, transient=True) as progress:
             kinds = list(task_types or G.TASK_TYPES.values())
             task = progress.add_task("ALFWorld games (expert-checked)", total=len(kinds) * sum(counts.values()))
-            made = G.generate_dataset(tmp, seed, counts, progress=lambda n: progress.advance(task, n),
-                                      task_types=kinds)
+            made = dataset.generate_dataset(tmp, seed, counts, progress=lambda n: progress.advance(task, n),
+                                              task_types=kinds)
         if target.exists():
             shutil.rmtree(target)
         Path(tmp).rename(target)

@@ -8,6 +8,7 @@ module stays cheap; like ``generate``, it points $ALFWORLD_DATA away first.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import tempfile
@@ -46,13 +47,15 @@ def patch_handcoded_expert_move_command():
 
 
 def make_expert_env():
-    """The environment alfworld-generate uses to check solvability."""
+    """The environment alfworld-generate uses to check solvability (its translation, parses
+    and derivations memoized: cache.py, derive.py; the games it writes are the same)."""
     import textworld
     from textworld.envs import PddlEnv
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredExpert, AlfredInfos
 
-    from mage_core.envs.alfworld import grammar
+    from mage_core.envs.alfworld import cache, grammar
 
+    cache.install()
     grammar.install()  # no eval of a game's grammar expressions
     request_infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     env = PddlEnv(request_infos)
@@ -112,15 +115,41 @@ def make_play_env(planner: bool = False):
     return AlfredInfos(AlfredDemangler(PddlEnv(infos), shuffle=False))
 
 
+#: Replays done in this process, or by a worker of ``dataset.generate_dataset``
+#: (``remember_replay``): the result by the SHA-256 of the game file's bytes.
+_REPLAYS: dict[str, tuple] = {}
+
+
+def file_digest(path: str) -> str:
+    """The SHA-256 of a file's bytes (what ``replay``'s memo is keyed by)."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def remember_replay(digest: str, result: tuple) -> None:
+    """Take the result of a replay done in another process (``file_digest`` of its file)."""
+    _REPLAYS[digest] = tuple(result)
+
+
 def replay(env, gamefile: str) -> tuple:
     """Play a game's stored walkthrough in the real engine: (won, steps, problem or None).
     A command the game does not admit is a failure. A file that is no game, or whose
-    grammar holds code, raises ``AlfWorldDataError`` before the engine loads it."""
+    grammar holds code, raises ``AlfWorldDataError`` before the engine loads it. The
+    result is a function of the file's bytes (the engine reads nothing else): a file whose
+    bytes were replayed before in this process, or by a worker that generated it, is not
+    played again."""
     from mage_core.envs.alfworld.grammar import check_game_file
 
+    digest = file_digest(gamefile)
+    if digest in _REPLAYS:
+        return _REPLAYS[digest]
     data = check_game_file(gamefile)
-    walkthrough = data.get("walkthrough")
-    if not data.get("solvable") or not walkthrough:
+    _REPLAYS[digest] = result = _play_walkthrough(env, gamefile, data.get("walkthrough"), data.get("solvable"))
+    return result
+
+
+def _play_walkthrough(env, gamefile: str, walkthrough, solvable) -> tuple:
+    if not solvable or not walkthrough:
         return False, 0, "marked unsolvable or without a walkthrough"
     env.load(gamefile)
     state = env.reset()

@@ -36,12 +36,11 @@ expert are alfworld's / textworld's own classes.
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import functools
 import json
 import os
 import random
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from os.path import join as pjoin
@@ -72,7 +71,7 @@ from mage_core.envs.alfworld.task_types import (
 #: (the expert check, a dataset's check) are engine.py's, ``TASK_TYPES`` task_types.py's.
 __all__ = [
     "SPLIT_FOLDERS", "TASK_TYPES", "FloorPlan", "build_receptacles", "candidate_params", "expert_walkthrough",
-    "game_files", "generate_dataset", "generate_game", "make_expert_env", "make_play_env", "make_traj_data",
+    "game_files", "generate_game", "has_task", "make_expert_env", "make_play_env", "make_traj_data",
     "patch_handcoded_expert_move_command", "populate_objects", "problem_pddl", "replay", "split_floor_plans",
 ]
 
@@ -392,6 +391,19 @@ def game_dir_name(traj_data: dict) -> str:
     return "%s-%s-None-%s-%d" % (traj_data["task_type"], p["object_target"], recep, traj_data["scene"]["scene_num"])
 
 
+def attempt_rng(scene_num: int, task_type: str, seed: int, attempt: int) -> random.Random:
+    """The generator of one attempt of ``generate_game``: its scene, task and objects."""
+    return random.Random("%d-%s-%d-%d" % (scene_num, task_type, seed, attempt))
+
+
+@functools.lru_cache(maxsize=4096)
+def has_task(scene_num: int, task_type: str, seed: int) -> bool:
+    """Whether ``generate_game`` finds a task of this type to try on this floor plan (the
+    candidates of its first attempt; it returns at once, writing nothing, when there is none)."""
+    scene = build_receptacles(FloorPlan.load(scene_num), attempt_rng(scene_num, task_type, seed, 0))
+    return bool(candidate_params(scene, task_type))
+
+
 def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=None,
                   max_tries: int = 10, max_expert_steps: int = 200, **kwargs):
     """Write one solvable game for (floor plan, task type). Returns (game_dir, info) or (None, info).
@@ -399,15 +411,15 @@ def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=
     The game is kept only if the hand-coded expert wins it within max_expert_steps; its
     commands are stored as the game's walkthrough (as alfworld-generate does)."""
     patch_handcoded_expert_move_command()
-    env = env or make_expert_env()
     fp = FloorPlan.load(scene_num)
     attempts = []
     for attempt in range(max_tries):
-        rng = random.Random("%d-%s-%d-%d" % (scene_num, task_type, seed, attempt))
+        rng = attempt_rng(scene_num, task_type, seed, attempt)
         scene = build_receptacles(fp, rng)
         cands = candidate_params(scene, task_type, **kwargs)
         if not cands:
             return None, {"error": "no feasible task of this type in FloorPlan%d" % scene_num}
+        env = env or make_expert_env()
         params = rng.choice(cands)
         populate_objects(scene, params, task_type, rng)
         traj_data = make_traj_data(scene, task_type, params, seed * 1000 + attempt)
@@ -429,7 +441,7 @@ def generate_game(scene_num: int, task_type: str, seed: int, out_root: str, env=
 
 
 # --------------------------------------------------------------------------------------------
-# A dataset: the official split folders
+# The split folders (dataset.py writes a dataset of them)
 # --------------------------------------------------------------------------------------------
 
 #: Split folder -> the floor plans its games use: ALFWorld's own names (json_2.1.1/...):
@@ -442,51 +454,3 @@ def split_floor_plans(split: str) -> list:
     if split == "eval_out_of_distribution":
         return sorted(C.TEST_SCENE_NUMBERS)
     return sorted(C.TRAIN_SCENE_NUMBERS)
-
-
-def _problem(game_dir: str) -> str:
-    with open(pjoin(game_dir, "game.tw-pddl"), encoding="utf-8") as f:
-        return json.load(f)["pddl_problem"]
-
-
-def generate_dataset(out_root: str, seed: int, games_per_task: dict, progress=None, task_types=None) -> dict:
-    """Write ``games_per_task[split]`` solvable games of each of the six task types into
-    ``out_root/<split folder>/`` (``task_types``: a subset of the six, default all); each
-    game on a floor plan drawn (seeded) from the split's
-    floor plans where its task type is valid, and no game the same problem (objects, their
-    places and the goal: ``AlfWorldEnv.task_key``) as another of any split. Returns ``{split: [(task type, game dir,
-    expert steps)]}``. ``progress(n)`` is called after each game. Raises RuntimeError when
-    a task type finds no solvable game in 20 floor plans."""
-    patch_handcoded_expert_move_command()
-    env = make_expert_env()
-    made: dict = {}
-    problems: set[str] = set()  # every game's PDDL problem: no task twice, in a split or across them
-    for index, (split, count) in enumerate(sorted(games_per_task.items())):
-        if split not in SPLIT_FOLDERS:
-            raise ValueError(f"unknown ALFWorld split {split!r}; choose {', '.join(SPLIT_FOLDERS)}")
-        rng = random.Random(f"{seed}-{split}")
-        plans = split_floor_plans(split)
-        made[split] = []
-        for task_type in (task_types or TASK_TYPES.values()):
-            if task_type not in TASK_TYPES.values():
-                raise ValueError(f"unknown ALFWorld task type {task_type!r}; choose {', '.join(TASK_TYPES.values())}")
-            for game in range(count):
-                for tries in range(20):
-                    scene_num = rng.choice(plans)
-                    game_seed = seed * 100_000 + index * 10_000 + game * 100 + tries
-                    game_dir, info = generate_game(scene_num, task_type, game_seed,
-                                                   pjoin(out_root, SPLIT_FOLDERS[split]), env=env)
-                    if game_dir is not None and _problem(game_dir) in problems:
-                        shutil.rmtree(game_dir)  # a task another game (of any split) is: drawn again
-                        with contextlib.suppress(OSError):  # its task folder, if it held only that game
-                            os.rmdir(os.path.dirname(game_dir))
-                        continue
-                    if game_dir is not None:
-                        problems.add(_problem(game_dir))
-                        made[split].append((task_type, game_dir, info["expert_steps"]))
-                        break
-                else:
-                    raise RuntimeError(f"{split}: no solvable {task_type} game in 20 floor plans (seed {seed})")
-                if progress is not None:
-                    progress(1)
-    return made
