@@ -338,6 +338,6 @@ def test_the_later_attempt_verdict_follows_hand_written_intervals(tmp_path: Path
         write_eval(tmp_path, run, "tic_tac_toe", ttt_metrics(3) | bounded("eval/in_domain/all/success_gain", gain, low, high))
     tables = load_runs(tmp_path, None, {run: ("tic_tac_toe", run.split("-")[1]) for run in gains})
     lines = gain_markdown(tables.episodes).splitlines()
-    assert "| Tic-Tac-Toe | up | 0.600 | 0.600 | +0.200 [+0.100, +0.300] | yes |" in lines
-    assert "| Tic-Tac-Toe | down | 0.600 | 0.600 | -0.300 [-0.400, -0.200] | no |" in lines
-    assert "| Tic-Tac-Toe | across | 0.600 | 0.600 | +0.050 [-0.100, +0.200] | not shown |" in lines
+    assert "| Tic-Tac-Toe | up | 0.600 | 0.600 | +0.200 [+0.100, +0.300] | yes | — |" in lines
+    assert "| Tic-Tac-Toe | down | 0.600 | 0.600 | -0.300 [-0.400, -0.200] | no | — |" in lines
+    assert "| Tic-Tac-Toe | across | 0.600 | 0.600 | +0.050 [-0.100, +0.200] | not shown | — |" in lines
