@@ -27,14 +27,15 @@ from typing import Sequence
 
 import numpy as np
 
+from mage_core.envs.alfworld import knowledge
 from mage_core.envs.alfworld.layout import SPLIT_FOLDERS, AlfWorldDataError  # noqa: F401  (re-exported)
 from mage_core.envs.alfworld.params import AlfWorldSettings
-from mage_core.envs.base import Outcome, StepResult, check_generator, extract_action_text, split_index_error
+from mage_core.envs.base import Outcome, Revealed, StepResult, check_generator, extract_action_text, split_index_error
 
 NOTHING_HAPPENS = "Nothing happens."
+_ADJECTIVE = {"clean": "clean", "heat": "hot", "cool": "cool"}
 _TASK = re.compile(r"Your task is to: (.*)")
 _PUT = re.compile(r"^put (.+?) (?:in|on|in/on|into|onto) (.+)$")
-_SEARCH = re.compile(r"^(?:go to|open) (.+)$")  # a command that looks somewhere
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,7 +145,8 @@ class AlfWorldEnv:
         self._turn = 0
         self._done = False
         self._won = False
-        self._searched: list[str] = []  # the places this attempt went to or opened, in order
+        self._room = knowledge.room(self._feedback)
+        self._steps: list[tuple[str, str]] = []  # this attempt's admitted commands and their feedback
 
     @property
     def done(self) -> bool:
@@ -186,14 +188,32 @@ class AlfWorldEnv:
         return f"{head}\n{feedback.strip()}\nYour admissible actions: {actions}"
 
     def compact_observation(self) -> str:
+        """The task, the last feedback and the commands as ``c<i>``; while the attempt goes on,
+        also what it has found so far (``_compact_facts``) and the objects it has cleaned,
+        heated or cooled (``hot mug 1``): the state a player keeps in mind, which the compact
+        prompt (the current state only) would otherwise lose."""
         feedback = compact_text(self._feedback)
         if self._turn == 0:  # the intro repeats the task at its end
             feedback = feedback.split("your task is to:")[0].strip()
-        if self._done:  # what a later attempt of the same game can use: where this one looked
-            searched = f"searched {', '.join(self._searched)}" if self._searched else "searched nothing"
-            return f"task {compact_text(self.task)} {feedback} {searched} {'won' if self._won else 'lost'}"
+        if self._done:  # what a later attempt can use is in the memory line: ``memory_line``
+            return f"task {compact_text(self.task)} {feedback} {'won' if self._won else 'lost'}"
+        done = [f"{_ADJECTIVE[m.group(1)]} {m.group(2)}" for m in (knowledge.TRANSFORM.match(a) for a, _ in self._steps)
+                if m]
+        kept = " ".join(filter(None, [self._compact_state(), *done]))
         choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
-        return f"task {compact_text(self.task)} {feedback} {choices}"
+        return f"task {compact_text(self.task)} {feedback} {kept + ' ' if kept else ''}{choices}"
+
+    def _compact_state(self) -> str:
+        """Where this attempt now knows an object of the goal's classes to be (those it picked up
+        gone, those it put down where it put them), then ``nothing in`` the other receptacles it
+        has looked into; the memory line's form."""
+        know = knowledge.Knowledge.of(self._room, self._steps)
+        goal = knowledge.parse_goal(self.task)
+        wanted = {goal.obj, goal.target} if goal is not None else set()
+        found = [(o, r) for o, r in know.where.items() if knowledge.kind_of(o) in wanted]
+        holding = {r for _, r in found}
+        rest = [r for r, _ in knowledge.first_looks(self._steps) if r not in holding]
+        return " ".join([f"{o} in {r}" for o, r in found] + (["nothing in " + " ".join(rest)] if rest else []))
 
     def compact_action(self, action: str) -> str:
         """An admissible command as ONE word: ``c<i>``, its position in ``legal_actions()``."""
@@ -227,9 +247,7 @@ class AlfWorldEnv:
         else:
             self._state, _, _ = self._live_engine().step(action)
             self._feedback = self._state["feedback"].strip()
-            place = _SEARCH.match(action)
-            if place is not None and place.group(1) not in self._searched:
-                self._searched.append(place.group(1))
+            self._steps.append((action, self._feedback))
             if self._state["won"]:
                 self._won = True
                 reward, outcome = self.settings.success_reward, Outcome.WIN
@@ -242,6 +260,52 @@ class AlfWorldEnv:
 
     def legal_return_floor(self) -> float:
         return 0.0
+
+    # ------------------------------------------------------------------ what an attempt reveals
+    def receptacles(self) -> tuple[str, ...]:
+        """The receptacles the room description names, in its order."""
+        return self._room
+
+    def steps(self) -> tuple[tuple[str, str], ...]:
+        """This attempt's admitted commands with the feedback each got, in order."""
+        return tuple(self._steps)
+
+    def revealed(self) -> Revealed:
+        """What this attempt's looks showed (``envs.base.Revealing``), at the first look into or
+        onto each receptacle: ``saw`` "mug 1 in cabinet 2" for each object there, ``empty``
+        "drawer 1" where there was none (``knowledge.first_looks``: objects the attempt had
+        picked up before that look left out). A replayed game starts where these facts say."""
+        return Revealed(self.task_key(), self._facts())
+
+    def _facts(self) -> tuple[tuple[str, str], ...]:
+        facts: list[tuple[str, str]] = []
+        for recep, objects in knowledge.first_looks(self._steps):
+            facts.extend((("saw", f"{obj} in {recep}") for obj in objects) if objects else [("empty", recep)])
+        return tuple(facts)
+
+    def memory_line(self, revealed: Revealed, style: str) -> str:
+        """Paper: every fact (``saw: mug 1 in cabinet 2, soapbottle 2 in cabinet 2; empty: drawer
+        1.``). Compact: ``_compact_facts``."""
+        return revealed.line(style) if style != "compact" else self._compact_facts(revealed.facts)
+
+    def _compact_facts(self, facts: Sequence[tuple[str, str]]) -> str:
+        """What the goal needs of ``facts``, in the game's own words (so the embedded model's
+        vocabulary has them): where an object of the goal's classes was seen (the object, and
+        for a ``look`` goal the lamp), then ``nothing in`` each other receptacle looked into
+        (``mug 1 in cabinet 2 nothing in cabinet 1 drawer 1``): a small model reads a few
+        tokens, not a kitchen's inventory."""
+        goal = knowledge.parse_goal(self.task)
+        wanted = {goal.obj, goal.target} if goal is not None else set()
+        found: list[str] = []
+        places: dict[str, bool] = {}
+        for kind, subject in facts:
+            recep = subject if kind == "empty" else subject.partition(" in ")[2]
+            useful = kind == "saw" and knowledge.kind_of(subject.partition(" in ")[0]) in wanted
+            if useful:
+                found.append(subject)
+            places[recep] = places.get(recep, False) or useful
+        rest = [r for r, useful in places.items() if not useful]
+        return " ".join(found + (["nothing in " + " ".join(rest)] if rest else []))
 
 
 def walkthrough(gamefile: str) -> list[str]:
