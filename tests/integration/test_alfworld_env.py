@@ -335,3 +335,32 @@ def test_a_later_attempts_prompt_carries_what_the_earlier_revealed(alfworld_game
     else:
         assert f"What trial #1 revealed: {first.facts.line('paper')}" in later
     assert all(first.facts_line not in r["prompt"] for r in records if r["attempt"] == 0)
+
+
+def test_the_expert_benchmark_counts_what_a_direct_play_counts(alfworld_games: Path, capsys) -> None:
+    # benchmarks/alfworld_expert.py (the figures of docs/learning.md) against the loop written out here
+    import importlib.util
+
+    from mage_core.envs.alfworld.expert import act
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "alfworld_expert.py"
+    spec = importlib.util.spec_from_file_location("alfworld_expert", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    env, wins = make(alfworld_games), [0, 0]
+    for gamefile in env.games:
+        env.set_game(gamefile)
+        memory = []
+        for attempt in range(2):
+            if attempt:
+                env.restart()
+            while not env.done:
+                env.step(act(env, np.random.default_rng(0), memory))
+            wins[attempt] += env.won
+            memory.append(env.revealed())
+    games, shares, _ = bench.play(str(alfworld_games), "train", attempts=2, turns=10, limit=None)
+    assert games == 6 and shares == [w / 6 for w in wins]
+    assert bench.main(["--data", str(alfworld_games), "--split", "train", "--limit", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["train", "2"]
+    with pytest.raises(SystemExit):
+        bench.main(["--attempts", "0"])
