@@ -189,7 +189,7 @@ class AlfWorldEnv:
 
     def compact_observation(self) -> str:
         """The task, the last feedback and the commands as ``c<i>``; while the attempt goes on,
-        also what it has found so far (``_compact_facts``) and the objects it has cleaned,
+        also what it has found so far (``_compact_state``) and the objects it has cleaned,
         heated or cooled (``hot mug 1``): the state a player keeps in mind, which the compact
         prompt (the current state only) would otherwise lose."""
         feedback = compact_text(self._feedback)
@@ -211,8 +211,8 @@ class AlfWorldEnv:
         goal = knowledge.parse_goal(self.task)
         wanted = {goal.obj, goal.target} if goal is not None else set()
         found = [(o, r) for o, r in know.where.items() if knowledge.kind_of(o) in wanted]
-        holding = {r for _, r in found}
-        rest = [r for r, _ in knowledge.first_looks(self._steps) if r not in holding]
+        with_found = {r for _, r in found}
+        rest = [r for r, _ in knowledge.first_looks(self._steps) if r not in with_found]
         return " ".join([f"{o} in {r}" for o, r in found] + (["nothing in " + " ".join(rest)] if rest else []))
 
     def compact_action(self, action: str) -> str:

@@ -27,8 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from mage_core.envs.alfworld.env import AlfWorldEnv
-from mage_core.envs.alfworld.knowledge import (APPLIANCES, KINDS, OPENABLE, VERBS, Goal, Knowledge, kind_of,
-                                               parse_goal)
+from mage_core.envs.alfworld.knowledge import APPLIANCES, KINDS, OPENABLE, Goal, Knowledge, kind_of, parse_goal
 from mage_core.envs.base import Revealed, checked_memory
 
 
@@ -94,7 +93,7 @@ def next_command(goal: Goal, know: Knowledge, legal: Sequence[str]) -> str | Non
         appliance = next((r for cls in APPLIANCES[goal.kind] for r in know.of_class(cls)), None)
         if appliance is None:
             return None
-        return f"go to {appliance}" if know.at != appliance else f"{VERBS[goal.kind]} {obj} with {appliance}"
+        return f"go to {appliance}" if know.at != appliance else f"{goal.kind} {obj} with {appliance}"
     targets = know.of_class(goal.target)
     if not targets:
         return None

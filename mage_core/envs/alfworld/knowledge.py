@@ -29,7 +29,6 @@ OPENABLE = frozenset({"fridge", "cabinet", "microwave", "drawer", "safe", "box"}
 #: The appliance each transforming goal needs, in the order tried (ALFWorld uses a bathtub
 #: basin where a room has no sink basin).
 APPLIANCES = {"clean": ("sinkbasin", "bathtubbasin"), "heat": ("microwave",), "cool": ("fridge",)}
-VERBS = {"clean": "clean", "heat": "heat", "cool": "cool"}
 
 _NAME = r"[a-z]+ \d+"
 _ON = re.compile(rf"On the ({_NAME}), you see (.+?)\.(?:\s|$)")
@@ -83,7 +82,8 @@ def looked(feedback: str) -> tuple[str, list[str]] | None:
 
 @dataclass(frozen=True)
 class Goal:
-    """A goal read from its text: ``kind`` (place, clean, heat, cool, two, look), the object
+    """A goal read from its text: ``kind`` (place, clean, heat, cool, two, look: the transforming
+    kinds are also the command's verb, ``heat mug 1 with microwave 1``), the object
     class to fetch, and the target receptacle class (or, for ``look``, the lamp's class)."""
 
     kind: str
