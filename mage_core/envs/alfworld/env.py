@@ -85,6 +85,7 @@ class AlfWorldEnv:
         self.game: str | None = None
         self._state: dict = {}
         self.task = ""
+        self._goal: knowledge.Goal | None = None
         self._feedback, self._turn, self._done, self._won = "", 0, False, False
 
     # ------------------------------------------------------------------ pickling
@@ -141,6 +142,7 @@ class AlfWorldEnv:
         self._state = self._live_engine().reset()
         match = _TASK.search(self._state["feedback"])
         self.task = match.group(1).strip() if match else ""
+        self._goal = knowledge.parse_goal(self.task)
         self._feedback = self._state["feedback"].strip()
         self._turn = 0
         self._done = False
@@ -206,13 +208,19 @@ class AlfWorldEnv:
     def _compact_state(self) -> str:
         """Where this attempt now knows an object of the goal's classes to be (those it picked up
         gone, those it put down where it put them), then ``nothing in`` the other receptacles it
-        has looked into; the memory line's form."""
+        has looked into; the memory line's form (``_compact_line``)."""
         know = knowledge.Knowledge.of(self._room, self._steps)
-        goal = knowledge.parse_goal(self.task)
-        wanted = {goal.obj, goal.target} if goal is not None else set()
-        found = [(o, r) for o, r in know.where.items() if knowledge.kind_of(o) in wanted]
+        return self._compact_line(list(know.where.items()), [r for r, _ in knowledge.first_looks(self._steps)])
+
+    def _compact_line(self, seen: Sequence[tuple[str, str]], looked: Sequence[str]) -> str:
+        """``seen`` (object, receptacle) pairs of the goal's classes (the object, and for a
+        ``look`` goal the lamp) as ``mug 1 in cabinet 2``, then ``nothing in`` each receptacle of
+        ``looked`` that holds none of them: a small model reads a few tokens, not a kitchen's
+        inventory, in the game's own words (so the embedded model's vocabulary has them)."""
+        wanted = {self._goal.obj, self._goal.target} if self._goal is not None else set()
+        found = [(o, r) for o, r in seen if knowledge.kind_of(o) in wanted]
         with_found = {r for _, r in found}
-        rest = [r for r, _ in knowledge.first_looks(self._steps) if r not in with_found]
+        rest = list(dict.fromkeys(r for r in looked if r not in with_found))
         return " ".join([f"{o} in {r}" for o, r in found] + (["nothing in " + " ".join(rest)] if rest else []))
 
     def compact_action(self, action: str) -> str:
@@ -289,23 +297,10 @@ class AlfWorldEnv:
         return revealed.line(style) if style != "compact" else self._compact_facts(revealed.facts)
 
     def _compact_facts(self, facts: Sequence[tuple[str, str]]) -> str:
-        """What the goal needs of ``facts``, in the game's own words (so the embedded model's
-        vocabulary has them): where an object of the goal's classes was seen (the object, and
-        for a ``look`` goal the lamp), then ``nothing in`` each other receptacle looked into
-        (``mug 1 in cabinet 2 nothing in cabinet 1 drawer 1``): a small model reads a few
-        tokens, not a kitchen's inventory."""
-        goal = knowledge.parse_goal(self.task)
-        wanted = {goal.obj, goal.target} if goal is not None else set()
-        found: list[str] = []
-        places: dict[str, bool] = {}
-        for kind, subject in facts:
-            recep = subject if kind == "empty" else subject.partition(" in ")[2]
-            useful = kind == "saw" and knowledge.kind_of(subject.partition(" in ")[0]) in wanted
-            if useful:
-                found.append(subject)
-            places[recep] = places.get(recep, False) or useful
-        rest = [r for r, useful in places.items() if not useful]
-        return " ".join(found + (["nothing in " + " ".join(rest)] if rest else []))
+        """What the goal needs of ``facts`` (``_compact_line``), in the order they were learnt."""
+        seen = [tuple(subject.split(" in ")) for kind, subject in facts if kind == "saw"]
+        looked = [subject if kind == "empty" else subject.partition(" in ")[2] for kind, subject in facts]
+        return self._compact_line(seen, looked)  # type: ignore[arg-type]
 
 
 def walkthrough(gamefile: str) -> list[str]:

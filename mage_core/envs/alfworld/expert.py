@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from mage_core.envs.alfworld.env import AlfWorldEnv
-from mage_core.envs.alfworld.knowledge import APPLIANCES, KINDS, OPENABLE, Goal, Knowledge, kind_of, parse_goal
+from mage_core.envs.alfworld.knowledge import APPLIANCES, KINDS, SAW, Goal, Knowledge, kind_of, parse_goal
 from mage_core.envs.base import Revealed, checked_memory
 
 
@@ -43,6 +43,14 @@ def _priors() -> dict[str, frozenset[str]]:
     return {obj: frozenset(receps) for obj, receps in holds.items()}
 
 
+@functools.lru_cache(maxsize=1)
+def _openable() -> frozenset[str]:
+    """The receptacle classes a player opens before it can see inside (lower case)."""
+    import alfworld.gen.constants as constants
+
+    return frozenset(c.lower() for c in constants.OPENABLE_CLASS_LIST)
+
+
 def remembered(env: AlfWorldEnv, memory: Sequence[Revealed]) -> list[tuple[str, str]]:
     """The facts of ``memory``, checked against the game ``env`` plays: a memory of another game,
     a kind ALFWorld does not reveal, or a receptacle the room does not have is a ValueError of
@@ -51,7 +59,10 @@ def remembered(env: AlfWorldEnv, memory: Sequence[Revealed]) -> list[tuple[str, 
     receptacles = set(env.receptacles())
     for attempt, item in checked_memory(memory, env.task_key(), KINDS, "ALFWorld expert", "game"):
         for kind, subject in item.facts:
-            recep = subject if kind == "empty" else subject.partition(" in ")[2]
+            saw = SAW.fullmatch(subject) if kind == "saw" else None
+            if kind == "saw" and saw is None:
+                raise ValueError(f"ALFWorld expert: memory item {attempt} has {subject!r}, not 'OBJECT N in RECEPTACLE N'")
+            recep = saw.group(2) if saw else subject
             if recep not in receptacles:
                 raise ValueError(f"ALFWorld expert: memory item {attempt} names receptacle {recep!r} ({subject!r}), "
                                  f"not one of this room's {len(receptacles)}")
@@ -128,7 +139,7 @@ def _search(cls: str, know: Knowledge, legal: Sequence[str]) -> str | None:
         return f"open {know.at}"
     prior = _priors().get(cls)
     order = [r for r in know.receptacles if r not in know.looked and (prior is None or kind_of(r) in prior)]
-    order.sort(key=lambda r: kind_of(r) in OPENABLE)  # stable: the room's order within each group
+    order.sort(key=lambda r: kind_of(r) in _openable())  # stable: the room's order within each group
     return f"go to {order[0]}" if order else None
 
 

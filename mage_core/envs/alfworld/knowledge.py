@@ -24,8 +24,6 @@ from typing import Iterable, Sequence
 
 #: The kinds of fact an ALFWorld attempt reveals (``AlfWorldEnv.revealed``).
 KINDS = ("saw", "empty")
-#: Receptacle classes a player opens before it can see inside (ALFWorld's OPENABLE_CLASS_LIST).
-OPENABLE = frozenset({"fridge", "cabinet", "microwave", "drawer", "safe", "box"})
 #: The appliance each transforming goal needs, in the order tried (ALFWorld uses a bathtub
 #: basin where a room has no sink basin).
 APPLIANCES = {"clean": ("sinkbasin", "bathtubbasin"), "heat": ("microwave",), "cool": ("fridge",)}
@@ -37,7 +35,7 @@ _ROOM = re.compile(r"Looking quickly around you, you see (.+?)\.(?:\s|$)")
 _TAKE = re.compile(rf"^take ({_NAME}) from ({_NAME})$")
 _MOVE = re.compile(rf"^move ({_NAME}) to ({_NAME})$")
 TRANSFORM = re.compile(rf"^(clean|heat|cool) ({_NAME}) with ({_NAME})$")
-_SAW = re.compile(rf"^({_NAME}) in ({_NAME})$")
+SAW = re.compile(rf"^({_NAME}) in ({_NAME})$")
 #: ALFWorld's goal templates (goal_library.py), the specific ones before ``put a X in Y``.
 _GOALS = (
     (re.compile(r"^(?:put a clean (\w+) in|clean some (\w+) and put it in) (\w+)$"), "clean"),
@@ -140,7 +138,7 @@ class Knowledge:
             if kind == "empty":
                 know.looked.add(subject)
             else:
-                obj, recep = _SAW.match(subject).groups()  # type: ignore[union-attr]
+                obj, recep = SAW.match(subject).groups()  # type: ignore[union-attr]
                 know.where.setdefault(obj, recep)
                 know.looked.add(recep)
         for action, feedback in steps:
@@ -154,17 +152,16 @@ class Knowledge:
             self.opened.add(action[len("open "):])
         elif action.startswith("close "):
             self.opened.discard(action[len("close "):])
-        elif _TAKE.match(action):
-            obj = _TAKE.match(action).group(1)  # type: ignore[union-attr]
-            self.holding.append(obj)
-            self.where.pop(obj, None)
-        elif _MOVE.match(action):
-            obj, recep = _MOVE.match(action).groups()  # type: ignore[union-attr]
+        elif took := _TAKE.match(action):
+            self.holding.append(took.group(1))
+            self.where.pop(took.group(1), None)
+        elif moved := _MOVE.match(action):
+            obj, recep = moved.groups()
             if obj in self.holding:
                 self.holding.remove(obj)
             self.where[obj] = recep
-        elif TRANSFORM.match(action):
-            self.transformed.add(TRANSFORM.match(action).group(2))  # type: ignore[union-attr]
+        elif changed := TRANSFORM.match(action):
+            self.transformed.add(changed.group(2))
         look = looked(feedback)
         if look is not None:
             recep, objects = look
