@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 ## setup: create .venv and install the package with its test tools
 setup: $(VENV)/.installed
 
-## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~65 min on 2 cores)
+## run: the main job: the paper reproduction on the CPU default (mage reproduce, ~70 min on 2 cores)
 run: setup
 	$(VENV)/bin/mage validate
 	$(VENV)/bin/mage reproduce
