@@ -14,8 +14,8 @@ Log-probabilities (used for old/reference log-probs and inside ``step``):
   log-probabilities given the prompt; the choice's log-probability is the
   log-softmax of the scores over the sample's candidates, the entropy that of
   this softmax. When every candidate of a sample is one token, the sample is
-  read at one position: the last of its prompt; otherwise one row per
-  (prompt, candidate).
+  read at one position: the last of its prompt. Otherwise, unpacked, one row
+  per (prompt, candidate); packed, see below.
 
 Prefix packing (``pack_prefixes``, on by default): the decisions of one
 meta-episode share an append-only context, so each decision's prompt is a
@@ -30,6 +30,16 @@ packs as well as an ordered batch), and the token budget counts a packed row
 once. Only the hidden states at the queried positions go through the output
 layer, so a packed row does not hold logits (vocabulary-wide) for all of its
 positions.
+
+Candidates of several tokens (a command read word by word) pack too: every
+candidate's tokens but its last are appended to the row of the sample's prefix
+group as a *tail*, which attends to the sample's own prompt and to its own
+earlier tokens only (a 4-D attention mask) and is numbered from len(prompt)
+(position ids), so each tail token sees exactly what it would see in a row of
+its own, prompt + candidate. A sample's candidates share one query for their
+first token (the prompt's last position). A decision with K candidates of n
+tokens then costs K(n-1) tokens of its meta-episode's row instead of K rows of
+prompt length. Rows without tails keep the plain causal path (no mask).
 """
 
 from __future__ import annotations
@@ -66,6 +76,8 @@ class _Plan:
     cand_slot: list[int] = field(default_factory=list)  # its column (index among the sample's candidates)
     choices: list[int] = field(default_factory=list)  # per constrained-table row
     max_candidates: int = 0
+    # per row, the candidate tails appended to it: (start, length, length of the prompt they extend)
+    tails: list[list[tuple[int, int, int]]] = field(default_factory=list)
 
 
 def _single_token(sample: Sample) -> bool:
@@ -118,18 +130,26 @@ def prefix_groups(prompts: Sequence[Sequence[int]]) -> list[list[int]]:
     return groups
 
 
+def _tail_tokens(sample: Sample) -> int:
+    """Tokens a constrained sample appends to its packed row: each candidate but its last token."""
+    assert sample.candidates is not None
+    return sum(len(c) - 1 for c in sample.candidates)
+
+
 def _units(samples: Sequence[Sample], pack_prefixes: bool) -> list[tuple[list[int], int, int]]:
     """What goes into a micro-batch together: (sample indices, rows, longest row).
-    A packed group of single-token constrained samples is one unit of one row;
-    every other sample is a unit of its own."""
-    packed = [i for i, s in enumerate(samples) if pack_prefixes and _single_token(s)]
+    With packing, a prefix group of constrained samples is one unit of one row (the
+    group's longest prompt and its members' candidate tails); every other sample is
+    a unit of its own."""
+    packed = [i for i, s in enumerate(samples) if pack_prefixes and s.candidates is not None]
     units: list[tuple[list[int], int, int]] = []
     for i, s in enumerate(samples):
-        if not (pack_prefixes and _single_token(s)):
+        if not (pack_prefixes and s.candidates is not None):
             units.append(([i], *_cost(s)))
     for group in prefix_groups([samples[i].prompt for i in packed]):
         members = sorted(packed[g] for g in group)
-        units.append((members, 1, len(samples[packed[group[-1]]].prompt)))
+        length = len(samples[packed[group[-1]]].prompt) + sum(_tail_tokens(samples[m]) for m in members)
+        units.append((members, 1, length))
     return units
 
 
@@ -174,16 +194,20 @@ def _plan(samples: Sequence[Sample], pack_prefixes: bool = True) -> _Plan:
         else:
             plan.layout.append(("constrained", len(candidate_samples)))
             candidate_samples.append(s)
-    # Single-token samples read from the row of their prefix group (a group of
-    # one without packing); a group's row is added when its first member comes.
-    singles = [k for k, s in enumerate(candidate_samples) if _single_token(s)]
-    groups = (prefix_groups([candidate_samples[k].prompt for k in singles]) if pack_prefixes
-              else [[g] for g in range(len(singles))])
+    # Packed, every constrained sample is read from the row of its prefix group (its
+    # candidates' tails appended to that row); unpacked, a single-token sample has a
+    # row of its own and a multi-token one a row per candidate. A group's row is
+    # added when its first member comes.
+    if pack_prefixes:
+        groups = prefix_groups([s.prompt for s in candidate_samples])
+    else:
+        groups = [[k] for k, s in enumerate(candidate_samples) if _single_token(s)]
     group_of: dict[int, int] = {}  # constrained-table row -> its group
     for g, group in enumerate(groups):
         for m in group:
-            group_of[singles[m]] = g
+            group_of[m] = g
     group_row: dict[int, int] = {}  # group -> its row in plan.rows
+    plan.tails = [[] for _ in plan.rows]
     # Candidate tokens come after all free tokens, so that the free part of the
     # token gathers is one contiguous block.
     plan.cand_tok_start = len(plan.tok_q)
@@ -193,24 +217,35 @@ def _plan(samples: Sequence[Sample], pack_prefixes: bool = True) -> _Plan:
         p = len(s.prompt)
         plan.choices.append(s.choice)
         plan.max_candidates = max(plan.max_candidates, len(s.candidates))
-        single = row_in_table in group_of
-        if single:  # one query: the next-token distribution after the prompt
+        grouped = row_in_table in group_of
+        if grouped:  # first tokens: the next-token distribution after the prompt, one query for all
             g = group_of[row_in_table]
             if g not in group_row:
                 group_row[g] = len(plan.rows)
-                plan.rows.append(list(candidate_samples[singles[groups[g][-1]]].prompt))
-            q = len(plan.q_row)
-            plan.q_row.append(group_row[g])
+                plan.rows.append(list(candidate_samples[groups[g][-1]].prompt))
+                plan.tails.append([])
+            r = group_row[g]
+            first = len(plan.q_row)
+            plan.q_row.append(r)
             plan.q_pos.append(p - 1)
         for j, cand in enumerate(s.candidates):
-            if not single:
+            if grouped:
+                queries = [first]
+                if len(cand) > 1:  # its tail: the tokens whose next token is read
+                    start = len(plan.rows[r])
+                    plan.rows[r].extend(cand[:-1])
+                    plan.tails[r].append((start, len(cand) - 1, p))
+                    queries += range(len(plan.q_row), len(plan.q_row) + len(cand) - 1)
+                    plan.q_row.extend([r] * (len(cand) - 1))
+                    plan.q_pos.extend(range(start, start + len(cand) - 1))
+            else:
                 plan.rows.append(s.prompt + cand[:-1])
-                q = len(plan.q_row)
-                for t in range(len(cand)):
-                    plan.q_row.append(len(plan.rows) - 1)
-                    plan.q_pos.append(p - 1 + t)
-            for t, tok in enumerate(cand):
-                plan.tok_q.append(q if single else q + t)
+                plan.tails.append([])
+                queries = list(range(len(plan.q_row), len(plan.q_row) + len(cand)))
+                plan.q_row.extend([len(plan.rows) - 1] * len(cand))
+                plan.q_pos.extend(range(p - 1, p - 1 + len(cand)))
+            for q, tok in zip(queries, cand):
+                plan.tok_q.append(q)
                 plan.tok_target.append(tok)
                 plan.cand_of_tok.append(num_candidates)
             plan.cand_sample.append(row_in_table)
@@ -220,7 +255,7 @@ def _plan(samples: Sequence[Sample], pack_prefixes: bool = True) -> _Plan:
 
 
 def query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
-                  q_pos: torch.Tensor) -> torch.Tensor:
+                 q_pos: torch.Tensor, inputs: dict | None = None) -> torch.Tensor:
     """The model's logits at (q_row[q], q_pos[q]) for every query q: [Q, V].
 
     Only the queried hidden states go through the output layer (a pre-hook on
@@ -229,12 +264,13 @@ def query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
     length x vocab memory for a real vocabulary. What the model's forward does
     to the logits after that layer (e.g. soft-capping) is elementwise and still
     applies. A model without an output-embeddings module falls back to
-    ``logits_to_keep`` (all positions from the earliest query on)."""
+    ``logits_to_keep`` (all positions from the earliest query on). ``inputs``: more
+    keyword arguments of the forward (``tail_inputs``: a packed row's mask and positions)."""
     get_head = getattr(model, "get_output_embeddings", None)
     head = get_head() if get_head is not None else None
     if head is None:
         first = int(q_pos.min())
-        out = model(input_ids=ids, use_cache=False, logits_to_keep=ids.shape[1] - first)
+        out = model(input_ids=ids, use_cache=False, logits_to_keep=ids.shape[1] - first, **(inputs or {}))
         return out.logits[q_row, q_pos - first]
 
     def gather(module: torch.nn.Module, args: tuple) -> tuple:
@@ -247,7 +283,7 @@ def query_logits(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor,
 
     handle = head.register_forward_pre_hook(gather)
     try:
-        out = model(input_ids=ids, use_cache=False)
+        out = model(input_ids=ids, use_cache=False, **(inputs or {}))
     finally:
         handle.remove()
     return out.logits[0]
@@ -260,9 +296,42 @@ def right_padded(rows: Sequence[Sequence[int]]) -> torch.Tensor:
     return torch.tensor([list(r) + [0] * (length - len(r)) for r in rows], dtype=torch.long)
 
 
+def tail_inputs(model: torch.nn.Module, rows: Sequence[Sequence[int]], tails: Sequence[Sequence[tuple[int, int, int]]],
+                length: int, device: torch.device) -> dict:
+    """The forward's ``attention_mask`` and ``position_ids`` for rows that carry candidate
+    tails (``_Plan.tails``: (start, length, prompt length) each), or {} when none does (the
+    plain causal path). A tail token attends to the first ``prompt length`` tokens of its
+    row and to its own tail up to itself, and is numbered as if it followed that prompt;
+    every other position is plain causal. The mask is boolean (True: attend) for SDPA and
+    additive for eager attention; other attention kernels take no such mask."""
+    if not any(tails):
+        return {}
+    allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril().repeat(len(rows), 1, 1)
+    positions = torch.arange(length, device=device).repeat(len(rows), 1)
+    for r, row_tails in enumerate(tails):
+        for start, n, prompt in row_tails:
+            end = start + n
+            allowed[r, start:end] = False
+            allowed[r, start:end, :prompt] = True
+            allowed[r, start:end, start:end] = torch.ones(n, n, dtype=torch.bool, device=device).tril()
+            positions[r, start:end] = torch.arange(prompt, prompt + n, device=device)
+    kind = getattr(getattr(model, "config", None), "_attn_implementation", "sdpa")
+    if kind == "sdpa":
+        mask = allowed[:, None]
+    elif kind == "eager":
+        dtype = next(model.parameters()).dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(
+            ~allowed, torch.finfo(dtype).min)[:, None]
+    else:
+        raise ValueError(f"packed candidates of several tokens need a 4-D attention mask, which {kind!r} attention "
+                         "does not take: load the model with sdpa or eager attention, or build the engine with "
+                         "pack_prefixes=False")
+    return {"attention_mask": mask, "position_ids": positions}
+
+
 def chunked_token_logprobs(model: torch.nn.Module, ids: torch.Tensor, q_row: torch.Tensor, q_pos: torch.Tensor,
                            tok_q: torch.Tensor, tok_target: torch.Tensor, chunk: int,
-                           with_entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+                           with_entropy: bool, inputs: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """What ``query_logits`` + log-softmax give, without the [Q, V] logits: the
     log-probability of ``tok_target[t]`` at query ``tok_q[t]`` ([T]) and the
     entropy at every query ([Q], or None), both in float32.
@@ -331,7 +400,7 @@ def chunked_token_logprobs(model: torch.nn.Module, ids: torch.Tensor, q_row: tor
 
     head.forward = forward  # type: ignore[method-assign]
     try:
-        out = model(input_ids=ids, use_cache=False)
+        out = model(input_ids=ids, use_cache=False, **(inputs or {}))
     finally:
         del head.forward  # back to the class's forward
     packed = out.logits[0]
@@ -357,10 +426,12 @@ def evaluate_flat(
     a few tensor ops and its backward one gather, not a graph node per sample."""
     plan = _plan(samples, pack_prefixes)
     device = next(model.parameters()).device
-    # No attention mask: with right padding and causal attention a real token
-    # only ever attends to earlier, real tokens, so the mask would change nothing
-    # we read, and without it torch takes its faster plain-causal path.
+    # No attention mask unless a row carries candidate tails: with right padding and
+    # causal attention a real token only ever attends to earlier, real tokens, so the
+    # mask would change nothing we read, and without it torch takes its faster
+    # plain-causal path.
     ids = right_padded(plan.rows).to(device)
+    inputs = tail_inputs(model, plan.rows, plan.tails, ids.shape[1], device)
     q_row, q_pos = torch.tensor(plan.q_row, device=device), torch.tensor(plan.q_pos, device=device)
     tok_q = torch.tensor(plan.tok_q, device=device, dtype=torch.long)
     tok_target = torch.tensor(plan.tok_target, device=device, dtype=torch.long)
@@ -369,11 +440,11 @@ def evaluate_flat(
     if logits_chunk > 0:
         need_entropy = with_entropy and plan.cand_tok_start > 0
         tok_logp, query_entropy = chunked_token_logprobs(model, ids, q_row, q_pos, tok_q, tok_target, logits_chunk,
-                                                         need_entropy)  # [T], [Q]
+                                                         need_entropy, inputs)  # [T], [Q]
         if with_entropy:
             free_entropy = query_entropy[free_q] if query_entropy is not None else torch.zeros(0, device=device)
     else:
-        logits = query_logits(model, ids, q_row, q_pos).float()  # [Q, V]
+        logits = query_logits(model, ids, q_row, q_pos, inputs).float()  # [Q, V]
         query_logp = torch.log_softmax(logits, dim=-1)  # [Q, V]
         tok_logp = query_logp[tok_q, tok_target]  # [T]
         if with_entropy:

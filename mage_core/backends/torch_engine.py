@@ -66,9 +66,10 @@ class TorchEngine:
     ``reference_model``: None (no KL; ``logprobs(policy="reference")`` raises),
     "copy" (a frozen deepcopy of the initial policy) or a module to use as is
     (frozen here). ``max_grad_norm`` None or <= 0 disables clipping.
-    ``pack_prefixes``: read single-token constrained samples whose prompt is a
-    prefix of another's from that longer row (``logprobs`` module docstring);
-    False gives every sample its own row(s) (same results up to float rounding).
+    ``pack_prefixes``: read constrained samples whose prompt is a prefix of
+    another's from that longer row, multi-token candidates as tails of it under a
+    4-D attention mask (``logprobs`` module docstring); False gives every sample
+    its own row(s) (same results up to float rounding).
     ``logits_chunk_tokens``: 0 computes a micro-batch's logits at once; N > 0
     N queried positions at a time (``chunked_token_logprobs``: the same values,
     at most N x vocabulary logits in memory; ``backend.logits_chunk_tokens``).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Hashable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -207,7 +207,7 @@ class Revealed:
     def kinds(self) -> list[str]:
         return list(dict.fromkeys(k for k, _ in self.facts))
 
-    def line(self, style: str, compact: Any = None) -> str:
+    def line(self, style: str, compact: Callable[[str], str] | None = None) -> str:
         if style == "compact":
             shown = compact or (lambda subject: subject)
             return " ".join(f"{kind} " + " ".join(shown(s) for s in self.subjects(kind)) for kind in self.kinds())

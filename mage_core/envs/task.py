@@ -159,8 +159,9 @@ class Task:
     - ``expert``: single-agent tasks: ``"module:function"`` of ``act(env, rng) -> str``, an
       expert's next action from any position of a reset environment, one of its
       ``legal_actions()`` (the demonstrations of ``mage sft``); None: no expert yet.
-      ``expert_settings``: what the expert needs of the environment's settings (ALFWorld: the
-      engine's planner), applied to the demonstrations' environments only. ``expert_memory``:
+      ``expert_settings``: what the expert needs of the environment's settings beyond a
+      player's (none of today's experts: ALFWorld's searches instead of asking the engine's
+      planner), applied to the demonstrations' environments only. ``expert_memory``:
       the expert reads its memory (what earlier attempts revealed: ``envs.base.Revealed``), so
       on a replayed task its later attempts must beat its first (``mage sft`` checks it before
       cloning). ``known_ceiling``: ``"module:function"`` of ``(env) -> bool``, whether a player

@@ -75,15 +75,12 @@ def expert_on_selection(trainer: Any, cfg: Config) -> dict[str, Any]:
     tasks, protocol and memory; no detour): its success by attempt, what imitation can hand
     down, and where the task has one (``Task.known_ceiling``) the share of those tasks a player
     who knows the hidden state wins within the turn limit, the exact ceiling of any play."""
-    from mage_core.evaluation.meta_eval import evaluation_specs
-    from mage_core.evaluation.suites import selection_suite, suite_seed
+    from mage_core.evaluation.suites import selection_suite
     from mage_core.rollout.imitation import play_expert
 
     declared, e = task(cfg.env.name), cfg.evaluation
-    suite = selection_suite(cfg)
-    env_settings = getattr(cfg.env, cfg.env.name).replace(**declared.expert_settings, **suite.env_overrides)
-    specs = evaluation_specs(cfg.env.name, list(suite.entries), e.meta_episodes_per_opponent_seat,
-                             suite_seed(e.selection_seed, suite.name), env_settings, "select")
+    _, env_settings, specs = trainer.suite_specs(selection_suite(cfg), e.meta_episodes_per_opponent_seat,
+                                                 e.selection_seed, "select", **declared.expert_settings)
     metas = trainer.build(specs, trainer.eval_settings, env_settings)
     ceiling = None
     if declared.known_ceiling is not None:

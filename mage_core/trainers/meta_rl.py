@@ -421,6 +421,16 @@ class MetaRLTrainer:
         if problems:
             raise ConfigError("params", problems)
 
+    def suite_specs(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None,
+                    pool: Pool = "report", **settings: Any) -> tuple[int, Any, list[MetaEpisodeSpec]]:
+        """A suite's seed, environment settings (the suite's overrides, then ``settings``)
+        and fixed meta-episode specs, as ``run_suite`` plays them (``mage sft``'s expert
+        plays the same ones)."""
+        seed = suite_seed(self.cfg.evaluation.seed if base_seed is None else base_seed, suite.name)
+        env_settings = self._env_settings.replace(**suite.env_overrides, **settings)
+        return seed, env_settings, evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed,
+                                                    env_settings, pool)
+
     def run_suite(self, suite: Suite, per_opponent_seat: int, base_seed: int | None = None,
                   pool: Pool = "report") -> list[MetaEpisode]:
         """Play a suite's fixed meta-episodes (``per_opponent_seat`` per (opponent,
@@ -428,9 +438,7 @@ class MetaRLTrainer:
         ``base_seed``: the set's seed (default ``evaluation.seed``, the report suites);
         ``pool``: the content pool of a seeded task's set (``envs.task_sets``)."""
         e = self.cfg.evaluation
-        seed = suite_seed(e.seed if base_seed is None else base_seed, suite.name)
-        env_settings = self._env_settings.replace(**suite.env_overrides)
-        specs = evaluation_specs(self.game, list(suite.entries), per_opponent_seat, seed, env_settings, pool)
+        seed, env_settings, specs = self.suite_specs(suite, per_opponent_seat, base_seed, pool)
         sampling = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k,
                                   max_new_tokens=self.cfg.policy.max_new_tokens,
                                   stop_token_ids=self.codec.stop_token_ids)

@@ -145,8 +145,9 @@ def test_prefix_packing_matches_per_sample_forward(budget: int) -> None:
     samples = chain_samples()
     packed = TorchEngine(model, 1e-3, max_tokens_per_micro_batch=budget)
     plain = TorchEngine(model, 1e-3, max_tokens_per_micro_batch=budget, pack_prefixes=False)
-    if budget == 10**6:  # packing does happen: 5 meta-episodes, 1 fork, 1 stray, 2 own rows + 2 candidate rows
-        assert packed_rows(samples, True) == 5 + 1 + 1 + 1 + 2 < packed_rows(samples, False) == len(samples) + 1
+    if budget == 10**6:  # packing does happen: 5 meta-episodes (the multi-token sample's candidates as tails of
+        # its meta-episode's row), 1 fork, 1 stray, the free sample's own row
+        assert packed_rows(samples, True) == 5 + 1 + 1 + 1 < packed_rows(samples, False) == len(samples) + 1
     logps, entropies = packed.score_samples(samples)
     plain_logps, plain_entropies = plain.score_samples(samples)
     assert entropies is not None and plain_entropies is not None
@@ -209,6 +210,92 @@ def test_packed_step_matches_the_unpacked_step() -> None:
         torch.testing.assert_close(a, b, atol=2e-6, rtol=0, msg=name)
 
 
+def command_chains(seed: int = 5) -> list[Sample]:
+    """Meta-episodes whose every decision picks among commands read word by word:
+    candidates of 1 to 4 tokens, some sharing their first words (``go to cabinet 1``,
+    ``go to cabinet 2``), prompts growing append-only; one meta-episode forks."""
+    g = torch.Generator().manual_seed(seed)
+
+    def ints(k: int) -> list[int]:
+        return torch.randint(1, VOCAB, (k,), generator=g).tolist()
+
+    out = []
+    for m in range(3):
+        prompt = [1, 2, 3 + m]
+        for d in range(4):
+            stem = ints(2)
+            cands = [stem + ints(1), stem + ints(2), ints(1), ints(int(torch.randint(1, 5, (1,), generator=g)))]
+            out.append(Sample(prompt=list(prompt), advantage=float(torch.randn(1, generator=g)), candidates=cands,
+                              choice=d % len(cands)))
+            prompt = prompt + ints(int(torch.randint(2, 6, (1,), generator=g)))
+    out.append(Sample(prompt=out[-1].prompt[:-1] + [(out[-1].prompt[-1] % (VOCAB - 1)) + 1], advantage=0.3,
+                      candidates=[ints(3), ints(2)], choice=1))
+    return out
+
+
+@pytest.mark.equivalence
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_candidate_tails_pack_a_meta_episode_in_one_row(attention: str) -> None:
+    model = tiny_model()
+    model.config._attn_implementation = attention
+    samples = command_chains()
+    plan = _plan(samples)
+    # one row per meta-episode plus the fork; each tail is every candidate but its last token
+    assert len(plan.rows) == 3 + 1
+    assert sum(n for tails in plan.tails for _, n, _ in tails) == sum(len(c) - 1 for s in samples
+                                                                      for c in s.candidates or [])
+    assert len(_plan(samples, pack_prefixes=False).rows) == sum(len(s.candidates or []) for s in samples)
+    engine = TorchEngine(model, 1e-3)
+    logps, entropies = engine.score_samples(samples)
+    assert entropies is not None
+    for s, lp, ent in zip(samples, logps, entropies):
+        want_lp, want_ent = reference_logprobs(model, s)
+        assert (lp.double() - want_lp).abs().max().item() < 1e-5
+        assert (ent.double() - want_ent).abs().max().item() < 1e-5
+    # order-free, and under any token budget
+    perm = torch.randperm(len(samples), generator=torch.Generator().manual_seed(2)).tolist()
+    for k, lp in zip(perm, TorchEngine(model, 1e-3, max_tokens_per_micro_batch=30).logprobs(
+            [samples[i] for i in perm])):
+        assert (lp - logps[k]).abs().max().item() < 1e-5
+
+
+@pytest.mark.equivalence
+def test_candidate_tails_step_matches_the_unpacked_step() -> None:
+    base = tiny_model()
+    packed = TorchEngine(copy.deepcopy(base), 1e-3, max_grad_norm=0.5, reference_model="copy")
+    plain = TorchEngine(copy.deepcopy(base), 1e-3, max_grad_norm=0.5, reference_model="copy", pack_prefixes=False)
+    samples = command_chains()
+    loss = LossSettings(clip_ratio=0.2, entropy_coef=0.01, kl_coef=0.1)
+    ref = plain.logprobs(samples, policy="reference")
+    old = [lp + 0.3 * torch.randn(lp.shape, generator=torch.Generator().manual_seed(i))
+           for i, lp in enumerate(plain.logprobs(samples))]
+    m_packed, m_plain = packed.step(samples, old, ref, loss), plain.step(samples, old, ref, loss)
+    for key in m_plain:
+        assert m_packed[key] == pytest.approx(m_plain[key], abs=1e-6, rel=1e-5), key
+    for (name, a), b in zip(packed.model.named_parameters(), plain.model.parameters()):
+        torch.testing.assert_close(a, b, atol=2e-6, rtol=0, msg=name)
+
+
+def test_candidate_tails_mask_and_positions_and_refusal() -> None:
+    from types import SimpleNamespace
+
+    from mage_core.backends.logprobs import tail_inputs
+    rows = [[7, 8, 9, 4, 5, 6], [1, 2]]  # row 0: the prompt [7, 8, 9], then two tails
+    tails = [[(3, 2, 2), (5, 1, 3)], []]  # [4, 5] extends the first 2 tokens, [6] the first 3
+    got = tail_inputs(tiny_model(), rows, tails, 6, torch.device("cpu"))
+    allowed = got["attention_mask"][:, 0]
+    assert allowed.dtype == torch.bool  # sdpa
+    assert allowed[0, 3].tolist() == [True, True, False, True, False, False]
+    assert allowed[0, 4].tolist() == [True, True, False, True, True, False]
+    assert allowed[0, 5].tolist() == [True, True, True, False, False, True]
+    assert torch.equal(allowed[1], torch.ones(6, 6, dtype=torch.bool).tril())  # no tails: causal
+    assert got["position_ids"].tolist() == [[0, 1, 2, 2, 3, 3], [0, 1, 2, 3, 4, 5]]
+    assert tail_inputs(tiny_model(), rows, [[], []], 6, torch.device("cpu")) == {}  # the plain causal path
+    flash = SimpleNamespace(config=SimpleNamespace(_attn_implementation="flash_attention_2"))
+    with pytest.raises(ValueError, match="'flash_attention_2' attention.*pack_prefixes=False"):
+        tail_inputs(flash, rows, tails, 6, torch.device("cpu"))
+
+
 class _NoOutputEmbeddings(torch.nn.Module):
     """A causal LM that does not expose its output layer (the logits_to_keep fallback)."""
 
@@ -252,10 +339,8 @@ def test_micro_batches_respect_the_budget_and_cover_all() -> None:
                 s = samples[i]
                 if s.response is not None:
                     rows.append(len(s.prompt) + len(s.response) - 1)
-                elif all(len(c) == 1 for c in s.candidates or []):
-                    rows.append(len(s.prompt))
-                else:
-                    rows += [len(s.prompt) + len(c) - 1 for c in s.candidates or []]
+                else:  # packed: one row, the prompt and every candidate but its last token
+                    rows.append(len(s.prompt) + sum(len(c) - 1 for c in s.candidates or []))
             assert len(b) == 1 or len(rows) * max(rows) <= budget
     assert len(micro_batches(samples, 10**6)) == 1
     assert len(micro_batches(samples, 1)) == 30

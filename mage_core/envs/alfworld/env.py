@@ -166,7 +166,8 @@ class AlfWorldEnv:
         """A shortest command sequence to the goal from here (TextWorld's planner, which knows
         where every object is); needs ``settings.planner``."""
         if not self.settings.planner:
-            raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with AlfWorldSettings(planner=True)")
+            raise RuntimeError("AlfWorldEnv.planner_commands: the engine plans only with "
+                               "AlfWorldSettings(planner=True)")
         if self._done or not self._state:
             return []
         # What TextWorld computes into state["policy_commands"] after every step when asked to

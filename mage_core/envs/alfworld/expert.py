@@ -61,7 +61,8 @@ def remembered(env: AlfWorldEnv, memory: Sequence[Revealed]) -> list[tuple[str, 
         for kind, subject in item.facts:
             saw = SAW.fullmatch(subject) if kind == "saw" else None
             if kind == "saw" and saw is None:
-                raise ValueError(f"ALFWorld expert: memory item {attempt} has {subject!r}, not 'OBJECT N in RECEPTACLE N'")
+                raise ValueError(f"ALFWorld expert: memory item {attempt} has {subject!r}, "
+                                 "not 'OBJECT N in RECEPTACLE N'")
             recep = saw.group(2) if saw else subject
             if recep not in receptacles:
                 raise ValueError(f"ALFWorld expert: memory item {attempt} names receptacle {recep!r} ({subject!r}), "

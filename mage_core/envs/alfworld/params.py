@@ -17,8 +17,9 @@ class AlfWorldSettings(EnvSettings):
     penalty; reward as verl-agent); the game folder (``mage alfworld generate``, or the
     official json_2.1.1). The code that builds an environment chooses its ``split`` (a
     suite's ``Task.in_domain_params`` / ``ood_param``) and ``planner``: ``planner_commands()``
-    may plan a shortest way to the goal from the current state (TextWorld's planner), for
-    the expert of ``mage sft`` (``Task.expert_settings``); off in play."""
+    may plan a shortest way to the goal from the current state (TextWorld's planner, which
+    knows where everything is), for ``expert.omniscient`` in tests and benchmarks; off in
+    play and in ``mage sft`` (whose expert searches)."""
 
     data_path: str = "data/alfworld"
     max_turns: PositiveInt = 10

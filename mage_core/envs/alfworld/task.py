@@ -91,6 +91,6 @@ TASK = Task(
     data=TaskData(problems=_problems, params="mage_core.envs.alfworld.params:AlfWorldDataConfig",
                   generate="mage_core.envs.alfworld.commands:generate_from_params",
                   texts=_texts, corpus_meta_episodes=1),
-    expert="mage_core.envs.alfworld.expert:act",
-    expert_settings={"planner": True},
+    expert="mage_core.envs.alfworld.expert:act",  # it searches, and reads what its memory saw
+    expert_memory=True,
 )

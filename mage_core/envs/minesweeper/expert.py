@@ -68,9 +68,9 @@ def act(env: MineSweeperEnv, rng: np.random.Generator, memory: Sequence[Revealed
     for cell in sorted(safe, key=lambda c: board.count(c) != 0):
         if cell not in board.opened:
             return cell_text(cell)
-    probabilities = mine_probabilities(board, env.settings.num_mines, mines)
-    lowest = min(p for cell, p in probabilities.items() if cell not in board.opened)
-    best = [cell for cell, p in probabilities.items() if p == lowest and cell not in board.opened]
+    probabilities = mine_probabilities(board, env.settings.num_mines, mines)  # the closed cells'
+    lowest = min(probabilities.values())
+    best = [cell for cell, p in probabilities.items() if p == lowest]
     return cell_text(best[int(rng.integers(len(best)))])
 
 
