@@ -4,9 +4,9 @@ Each game of each split is played as a meta-episode of ``--attempts`` attempts
 (``rollout.restart: same``), the expert (``mage_core.envs.alfworld.expert.act``) choosing every
 command and reading what the earlier attempts revealed, exactly as ``mage sft``'s
 demonstrations do but with no detour (where the expert has no admissible command it plays the
-first one, as a recorded miss would; none did on the games of docs/learning.md). The gain from the first attempt to the last is what its
-memory buys and what imitation can hand down (issue 41). Prints one row a split: games, success
-by attempt, seconds a meta-episode.
+first one, as a recorded miss would; none did on the games of docs/learning.md). The gain from
+the first attempt to the last is what its memory buys and what imitation can hand down (issue
+41). Prints one row a split: games, success by attempt, seconds a meta-episode.
 
     python benchmarks/alfworld_expert.py --data data/alfworld
     python benchmarks/alfworld_expert.py --data /tmp/games --split eval_in_distribution --turns 10

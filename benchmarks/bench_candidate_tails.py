@@ -72,15 +72,12 @@ def main() -> None:
           f"{args.prompt}; a forward of {args.micro} decisions: packed {len(packed_rows)} rows x "
           f"{max(map(len, packed_rows))} tokens, unpacked {len(plain_rows)} rows x {max(map(len, plain_rows))}")
     times: dict[bool, list[float]] = {True: [], False: []}
+    logps: dict[bool, torch.Tensor] = {}
     for _ in range(args.repeats):
         for pack in (True, False):  # alternated, so that both see the same machine
-            seconds, logp = timed(model, samples, pack, args.micro)
+            seconds, logps[pack] = timed(model, samples, pack, args.micro)
             times[pack].append(seconds)
-            if pack:
-                packed_logp = logp
-            else:
-                plain_logp = logp
-    gap = (packed_logp - plain_logp).abs().max().item()
+    gap = (logps[True] - logps[False]).abs().max().item()
     packed, plain = statistics.median(times[True]), statistics.median(times[False])
     print(f"forward + backward, median of {args.repeats}: packed {packed:.3f} s, unpacked {plain:.3f} s, "
           f"unpacked / packed {plain / packed:.1f}x; largest log-prob difference {gap:.1e}")
