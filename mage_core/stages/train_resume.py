@@ -304,6 +304,16 @@ def _prepare_out_dir(out_dir: Path, checkpoints: CheckpointManager, resume: bool
         console.print(f"{out_dir}: {why}; moved the old run to {moved} (delete it when no longer needed) "
                       "and starting afresh", soft_wrap=True, highlight=False, markup=False)
         latest = None
+    elif latest is None:
+        # Nothing to continue, so nothing of an earlier run may be read: above all its
+        # policy-init/, which build_policy would load instead of building this run's (a run that
+        # trains nothing writes no checkpoint, so this is how a baseline's folder is renewed after
+        # its warm start or the code changed). Moved aside, never deleted.
+        moved = move_aside(out_dir)
+        if moved is not None:
+            console.print(f"{out_dir}: no checkpoint to continue; moved the earlier run's outputs to {moved} "
+                          "(delete it when no longer needed) and starting afresh", soft_wrap=True,
+                          highlight=False, markup=False)
     if latest is not None and resume is True:
         mismatch = _mismatch(checkpoints, latest, cfg, digest)
         if mismatch is not None:

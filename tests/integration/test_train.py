@@ -268,6 +268,21 @@ def test_resume_auto_keeps_a_finished_run_and_restarts_one_written_by_other_code
     assert (out / "summary.json").read_bytes() == (straight_out / "summary.json").read_bytes()
 
 
+def test_a_run_without_checkpoints_never_reads_an_earlier_runs_policy_init(tmp_path: Path) -> None:
+    """A baseline writes no checkpoint; rerun into the same folder it must build its own
+    policy-init/, not load the one an earlier run (another seed here: other weights) left."""
+    react = {**PARAMS, "algorithm": {"preset": "react"}}
+    fresh, reused = tmp_path / "fresh", tmp_path / "reused"
+    train(parse_config(react), fresh)
+    train(parse_config({**react, "seed": 1}), reused)
+    stale = _files(reused / "policy-init")
+    assert stale != _files(fresh / "policy-init")
+    train(parse_config(react), reused, resume="auto")
+    assert _files(reused / "policy-init") == _files(fresh / "policy-init")
+    [aside] = (reused / "superseded").iterdir()
+    assert _files(aside / "policy-init") == stale  # moved aside whole, never deleted
+
+
 def test_select_on_exact_greedy_keeps_the_policy_with_the_best_exact_value(tmp_path: Path) -> None:
     # Kuhn against the paper's deterministic archetypes: every evaluation also reports the
     # exact greedy chips, and best/ is the evaluation with the highest of them.
