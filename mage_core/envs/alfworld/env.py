@@ -299,8 +299,10 @@ class AlfWorldEnv:
 
     def _compact_facts(self, facts: Sequence[tuple[str, str]]) -> str:
         """What the goal needs of ``facts`` (``_compact_line``), in the order they were learnt."""
-        seen = [tuple(subject.split(" in ")) for kind, subject in facts if kind == "saw"]
-        looked = [subject if kind == "empty" else subject.partition(" in ")[2] for kind, subject in facts]
+        saw = [(kind, knowledge.SAW.fullmatch(subject)) for kind, subject in facts]
+        seen = [match.groups() for kind, match in saw if kind == "saw"]  # type: ignore[union-attr]
+        looked = [subject if kind == "empty" else match[2]  # type: ignore[index]
+                  for (kind, subject), (_, match) in zip(facts, saw)]
         return self._compact_line(seen, looked)  # type: ignore[arg-type]
 
 
