@@ -78,7 +78,8 @@ def reproduce(project_dir: str = ".") -> list[dict[str, Any]]:
 
 
 def _evaluation_stage(stage: str) -> bool:
-    return stage.startswith("evaluate@") or stage == "report"
+    # the code stage too: its manifests are what tells an evaluation stage that its code changed
+    return stage.startswith("evaluate@") or stage in ("report", "code")
 
 
 @flow(name="evaluate", log_prints=True)

@@ -51,6 +51,35 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return run(args.params, args.overrides, args.sync_dvc)
 
 
+def add_code_deps(sub: Commands, fmt: Formatter) -> None:
+    """``mage code-deps``: the manifests of each kind of stage's code (dvc.yaml's ``code`` stage)."""
+    p = sub.add_parser("code-deps", help="write the manifest of the code each kind of stage can load (DVC's code stage)",
+                       description=(
+        "For every kind of stage (train, evaluate, sft and data of each task, the report) write OUT/<kind>-<task>.md5: "
+        "the md5 and path of every file of mage_core its command can load (the import closure of its entry point, "
+        "mage_core/stages/code_deps.py), in md5sum form. Each stage of dvc.yaml depends on its manifest, so an edit "
+        "reruns exactly the stages whose code it touched. dvc.yaml's `code` stage runs this."), formatter_class=fmt)
+    p.add_argument("--out", default="artifacts/code", metavar="DIR", help="where to write them (default: %(default)s)")
+    p.add_argument("--project", default=".", metavar="DIR",
+                   help="the folder holding mage_core (default: %(default)s)")
+    p.set_defaults(func=_cmd_code_deps)
+
+
+def _cmd_code_deps(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mage_core.stages.code_deps import write_manifests
+
+    project = Path(args.project).resolve()
+    if not (project / "mage_core").is_dir():
+        from mage_core.config import ConfigError
+
+        raise ConfigError("command line", [f"--project: {project} holds no mage_core folder"])
+    written = write_manifests(project, Path(args.out))
+    print(f"{len(written)} manifests of {project / 'mage_core'} -> {args.out}")
+    return 0
+
+
 def add_tournament(sub: Commands, fmt: Formatter) -> None:
     """``mage tournament``: two players against each other."""
     from mage_core.envs.registry import two_player_games

@@ -3,9 +3,10 @@
 Prints the checkout's commit, the digest of the outputs dvc.lock records (every stage's but the
 report's: ``tracking.lineage.lock_digest``), what ``reports/report.md`` says it was
 made from, and every code or params dependency whose hash in dvc.lock no longer
-matches the working tree (``dvc status``). Exit 0 when nothing is stale and the
-report's digest is dvc.lock's, and the generated stage graph (dvc.runs.yaml, dvc.yaml's code
-slots: ``stages.dvc_runs``) still follows params.yaml and the code's imports; 1 otherwise, with
+matches the working tree (``dvc status``), with the stages whose code changed (their manifests,
+``stages.code_deps``, as the code stage would write them now). Exit 0 when nothing is stale and the
+report's digest is dvc.lock's, and the generated stage graph (dvc.runs.yaml: ``stages.dvc_runs``)
+still follows params.yaml; 1 otherwise, with
 what to run (``mage reproduce``, which reruns what ``dvc status`` lists, then commit reports/ and
 dvc.lock: CONTRIBUTING.md, "Lineage"); 2 on bad input (a dvc.lock that
 is not one, a project DVC cannot read), in one line naming the file.
@@ -34,6 +35,31 @@ def report_claims(report: Path) -> tuple[str, str] | None:
     return (match["commit"], match["digest"]) if match else None
 
 
+def code_changes(project: Path, lock: Path) -> list[str]:
+    """The stages of ``lock`` whose code manifest (``stages.code_deps``) no longer matches the code
+    under ``project``: what a rerun of the code stage makes stale. Empty without manifests."""
+    import hashlib
+
+    import yaml
+
+    from mage_core.stages.code_deps import MANIFEST_DIR, manifest_text
+
+    stages = (yaml.load(lock.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) or {}).get("stages") or {}
+    now: dict[str, str] = {}
+    changed = []
+    for name, entry in stages.items():
+        for dep in entry.get("deps") or []:
+            path = str(dep.get("path", ""))
+            if not path.startswith(f"{MANIFEST_DIR}/") or not path.endswith(".md5"):
+                continue
+            if path not in now:
+                kind, _, game = path[len(MANIFEST_DIR) + 1:-len(".md5")].partition("-")
+                now[path] = hashlib.md5(manifest_text(project, kind, game or None).encode()).hexdigest()
+            if now[path] != dep.get("md5"):
+                changed.append(name)
+    return sorted(set(changed))
+
+
 def check(project: Path, report: Path) -> list[str]:
     """What is out of date, one line each (empty: the lineage holds); prints the facts."""
     console = Console()
@@ -54,7 +80,7 @@ def check(project: Path, report: Path) -> list[str]:
                             f"({digest})")
     # a project of this pipeline generates part of its stage graph (another DVC project does not)
     generated = dvc_runs.stale(project) if (project / dvc_runs.RUNS_FILE).is_file() else None
-    if generated is not None:  # the stage graph itself no longer follows the params or the imports
+    if generated is not None:  # the stage graph itself no longer follows the params
         problems.append(f"{generated} (`mage validate --sync-dvc` rewrites it; then rerun what `dvc status` lists)")
     if digest is None:
         problems.append("no dvc.lock: nothing records which code and params produced the outputs")
@@ -64,9 +90,17 @@ def check(project: Path, report: Path) -> list[str]:
         except RuntimeError as err:  # DVC cannot read dvc.yaml, dvc.lock or params: a bad input
             raise ConfigError("dvc status", [f"{err}; fix the file it names (dvc.lock: {LOCK_FIX})"]) from None
         for dep, stages in stale_deps(status, project).items():
-            named = ", ".join(stages[:3]) + (f" and {len(stages) - 3} more" if len(stages) > 3 else "")
-            problems.append(f"{dep} since dvc.lock recorded it, for {len(stages)} stage(s): {named}")
+            problems.append(f"{dep} since dvc.lock recorded it, for {len(stages)} stage(s): {_named(stages)}")
+        if (project / "mage_core").is_dir():
+            changed = code_changes(project, project / "dvc.lock")
+            if changed:
+                problems.append(f"the code {len(changed)} stage(s) can load changed since dvc.lock recorded it: "
+                                f"{_named(changed)}")
     return problems
+
+
+def _named(stages: list[str]) -> str:
+    return ", ".join(stages[:3]) + (f" and {len(stages) - 3} more" if len(stages) > 3 else "")
 
 
 def run(project: str = ".", report: str | None = None) -> int:

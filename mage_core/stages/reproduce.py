@@ -116,9 +116,8 @@ def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int
         load_config(ws_params, run=name)
     if not (workspace / ".dvc").exists():
         raise ConfigError("command line", [f"{workspace}: not a DVC project (run `dvc init` once)"])
-    if dvc_runs.write(workspace):  # reproduce.runs or the imports edited since: the stage graph follows them
-        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} (and dvc.yaml's code slots) from params.yaml and "
-                      "the code's imports")
+    if dvc_runs.write(workspace):  # reproduce.runs edited since: the stage graph follows them
+        console.print(f"rewrote {workspace / dvc_runs.RUNS_FILE} from params.yaml")
     what = "evaluating" if flow == "evaluate" else "reproducing"
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     if not run_flow([flow, str(workspace)], workspace, lock):

@@ -35,9 +35,8 @@ def run(params: str, overrides: Sequence[str] = (), sync_dvc: bool = False) -> i
 
 
 def _check_stage_runs(params: Path, sync: bool, console: Console) -> int:
-    """The project's dvc.runs.yaml and dvc.yaml's code slots against its params.yaml and its
-    code's imports (a project's params file only: the one dvc.yaml reads): 1 when stale and not
-    rewritten."""
+    """The project's dvc.runs.yaml against its params.yaml (a project's params file only: the one
+    dvc.yaml reads): 1 when stale and not rewritten."""
     project = params.resolve().parent
     if params.name != "params.yaml" or not (project / "dvc.yaml").is_file():
         return 0
@@ -46,10 +45,9 @@ def _check_stage_runs(params: Path, sync: bool, console: Console) -> int:
         return 0
     if sync:
         dvc_runs.write(project)
-        console.print(f"rewrote {project / dvc_runs.RUNS_FILE} and dvc.yaml's code slots from params.yaml and the "
-                      "code's imports", soft_wrap=True)
+        console.print(f"rewrote {project / dvc_runs.RUNS_FILE} from params.yaml", soft_wrap=True)
         return 0
-    console.print(f"[bold red]stale[/]: {problem}; `dvc repro` would run the old runs and warm starts, or miss a "
-                  "stage whose code changed (`mage validate --sync-dvc` rewrites it; `mage reproduce` does so "
+    console.print(f"[bold red]stale[/]: {problem}; `dvc repro` would run the old runs and warm starts "
+                  "(`mage validate --sync-dvc` rewrites it; `mage reproduce` does so "
                   "itself)", soft_wrap=True)
     return 1

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.integration
 
 SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
               "sokoban-memento"]
-#: The smoke profile's stages in the flow's order: data first, then training, evaluation, the report.
-SMOKE_STAGES = (["data@webshop", "data@alfworld", "sft@sokoban"] + [f"train@{r}" for r in SMOKE_RUNS]
+#: The smoke profile's stages in the flow's order: the code manifests and data first, then training,
+#: evaluation, the report.
+SMOKE_STAGES = (["code", "data@webshop", "data@alfworld", "sft@sokoban"] + [f"train@{r}" for r in SMOKE_RUNS]
                 + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["report"])
 
 
@@ -93,7 +94,8 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     again = _child_runs(f"sqlite:///{workspace / 'mlflow.db'}")
     assert len(again["runs"]) == len(found["runs"]) + 1  # only the second flow's own run
 
-    # Issue 40: an edit makes stale only the stages whose command can load the edited file.
+    # Issue 40: an edit makes stale only the stages whose command can load the edited file: DVC sees
+    # it in the code stage's folder, and once that stage rewrote the manifests, in exactly those stages.
     for edited, stale in (("mage_core/stages/report.py", {"report"}),
                           ("mage_core/envs/sokoban/level.py",
                            {"sft@sokoban", "train@sokoban-memento", "evaluate@sokoban-memento"}),
@@ -108,15 +110,33 @@ def _dvc_status(workspace: Path) -> set[str]:
     return set(json.loads(done.stdout or "{}"))
 
 
+def _repro_code(workspace: Path) -> None:
+    from flows.dvc_stages import stage_env  # this interpreter's `mage` first on PATH, as the flow runs it
+
+    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", "code"], cwd=workspace,
+                          env=stage_env(), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _stale_after_edit(workspace: Path, relative: str) -> set[str]:
-    """The stages `dvc status` lists after a comment is appended to ``relative`` (then restored)."""
+    """The stages `dvc status` lists after a comment is appended to ``relative`` and the code stage
+    reran (then both restored); `mage lineage` names the same ones before the code stage reruns."""
+    from mage_core.stages.lineage import code_changes
+
     path = workspace / relative
     before = path.read_bytes()
     try:
         path.write_bytes(before + b"\n# an edit\n")
-        return _dvc_status(workspace)
+        # DVC sees the edit in the code stage's folder (and in a task's own folder, its stages' input)
+        before_code = _dvc_status(workspace)
+        predicted = set(code_changes(workspace, workspace / "dvc.lock"))  # what `mage lineage` names
+        _repro_code(workspace)  # the manifests, its outputs, name the stages whose code changed
+        stale = _dvc_status(workspace)
+        assert "code" in before_code and before_code - {"code"} <= stale == predicted, relative
+        return stale
     finally:
         path.write_bytes(before)
+        _repro_code(workspace)
 
 
 def test_kill_9_of_mage_reproduce_takes_its_flow_along_and_a_rerun_finishes(workspace: Path, harness: None) -> None:
@@ -219,8 +239,8 @@ def test_the_evaluate_flow_reevaluates_without_training(workspace: Path, harness
     params["reproduce"]["eval_per_pair"] = 1  # another evaluation size than the smoke profile's 3
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     results = evaluate(str(workspace))
-    assert [(r["stage"], r["skipped"]) for r in results] == [(f"evaluate@{r}", False) for r in SMOKE_RUNS] + [
-        ("report", False)]
+    assert [(r["stage"], r["skipped"]) for r in results] == [("code", True)] + [
+        (f"evaluate@{r}", False) for r in SMOKE_RUNS] + [("report", False)]
     assert _eval_size(workspace) == 1
     assert {k: v for k, v in _locked(workspace).items() if k.startswith("train@")} == trained
 

@@ -45,8 +45,10 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
     monkeypatch.chdir(project)
     result = sweep(str(project), ray=True, **GRID)
     stages = {r["label"]: r for r in result["stages"]}
-    # each point's own stages and nothing else: a Kuhn run reads no task's data (dvc.runs.yaml)
-    assert set(stages) == {"mage/train@mage", "mage/evaluate@mage", "grpo/train@grpo", "grpo/evaluate@grpo"}
+    # each point's own stages and nothing else: a Kuhn run reads no task's data (dvc.runs.yaml); each
+    # point's code stage writes the manifests its stages depend on
+    assert set(stages) == {"mage/code", "mage/train@mage", "mage/evaluate@mage",
+                           "grpo/code", "grpo/train@grpo", "grpo/evaluate@grpo"}
     assert not any(r["skipped"] for r in stages.values())
 
     # Concurrency: the two training stages overlapped in time, in two Ray worker processes.
@@ -61,12 +63,12 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
     sweep_dir = project / "artifacts" / "sweeps" / "pair-smoke"
     for point in ("mage", "grpo"):
         lock = yaml.safe_load((sweep_dir / point / "dvc.lock").read_text())["stages"]
-        assert set(lock) == {f"train@{point}", f"evaluate@{point}"}
+        assert set(lock) == {"code", f"train@{point}", f"evaluate@{point}"}
         deps = {d["path"] for d in lock[f"train@{point}"]["deps"]}
-        # its task's room and the code its command can load (stages/code_deps.py), no data folder
-        assert {"mage_core/envs/kuhn_poker", "mage_core/stages/train.py", "mage_core/trainers"} <= deps
-        assert "mage_core" not in deps and "mage_core/stages/report.py" not in deps
-        assert not any(d.startswith("data/") for d in deps)
+        # its task's room and the manifest of the code its command can load (stages/code_deps.py), no data
+        assert deps == {"mage_core/envs/kuhn_poker", "artifacts/code/train-kuhn_poker.md5"}
+        manifest = (sweep_dir / point / "artifacts/code/train-kuhn_poker.md5").read_text()
+        assert "  mage_core/stages/train.py\n" in manifest and "mage_core/stages/report.py" not in manifest
         params = yaml.safe_load((sweep_dir / point / "params.yaml").read_text())
         assert params["reproduce"]["runs"] == {point: {"env": "kuhn_poker", "method": point, "set": {}}}
 
@@ -103,7 +105,7 @@ def test_two_points_run_concurrently_on_local_ray(project: Path, harness: None, 
         assert run.data.metrics["sweep/final"] == pytest.approx(float(table.set_index("point").at[name, "final"]))
         stage_runs = {r.data.tags["dvc.stage"]: r.info.run_name for r in runs
                       if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
-        assert set(stage_runs) == {f"train@{name}", f"evaluate@{name}"}
+        assert set(stage_runs) == {"code", f"train@{name}", f"evaluate@{name}"}
         assert stage_runs[f"train@{name}"] == f"train kuhn_poker {name} seed0 [{name}]"
 
     # A second run, in threads this time, finds every stage done.

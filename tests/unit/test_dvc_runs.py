@@ -11,7 +11,7 @@ import yaml
 
 from mage_core.config import ConfigError, parse_config, warm_start_data
 from mage_core.envs.registry import task
-from mage_core.stages import dvc_runs
+from mage_core.stages import code_deps, dvc_runs
 from mage_core.stages.validate import run as validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,14 +36,45 @@ def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
     for name, spec in runs.items():
         env = spec["env"]
         own = {f"data/{env}"} if task(env).data is not None else set()
-        for stage in (f"train@{name}", f"evaluate@{name}"):
+        for kind in ("train", "evaluate"):
+            stage = f"{kind}@{name}"
             data = {path for path in deps[stage] if path.startswith("data/")}
             assert data == own, (stage, deps[stage])
-            # the code its command can load (stages/code_deps.py), never the whole package
-            assert "mage_core" not in deps[stage] and "mage_core/trainers" in deps[stage], (stage, deps[stage])
+            # the manifest of the code its command can load (stages/code_deps.py), never the whole package
+            code = {path for path in deps[stage] if path.startswith(code_deps.MANIFEST_DIR)}
+            assert code == {code_deps.manifest_path(kind, env)} and "mage_core" not in deps[stage], (stage, deps[stage])
     assert {"data/webshop", "data/alfworld"}.isdisjoint(deps["train@kuhn_poker-mage"])
-    assert "mage_core/stages/report.py" in deps["report"] and "mage_core/stages/report.py" not in deps[
-        "train@kuhn_poker-mage"]
+    assert deps["code"] == {"mage_core"}  # the one stage that reads the whole package: it writes the manifests
+    assert code_deps.manifest_path("report", None) in deps["report"]
+    assert "mage_core/stages/report.py" in code_deps.stage_files(ROOT, "report", None)
+    assert "mage_core/stages/report.py" not in code_deps.stage_files(ROOT, "train", "kuhn_poker")
+
+
+def test_the_manifests_are_md5sum_lines_of_each_closure(tmp_path: Path) -> None:
+    """`mage code-deps`: one manifest per (kind, task), each file of the closure with its md5,
+    exactly the files that `stage_files` names; a stale file in the folder is removed."""
+    import hashlib
+    import subprocess
+    import sys
+
+    (tmp_path / "old.md5").write_text("stale")
+    done = subprocess.run([sys.executable, "-m", "mage_core", "code-deps", "--out", str(tmp_path), "--project", str(ROOT)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    written = {p.name for p in tmp_path.iterdir()}
+    assert written == {code_deps.manifest_path(k, g).rpartition("/")[2] for k, g in code_deps.manifest_specs()}
+    assert {"train-kuhn_poker.md5", "data-webshop.md5", "report.md5"} <= written and "data-kuhn_poker.md5" not in written
+    lines = (tmp_path / "train-minesweeper.md5").read_text().splitlines()
+    paths = [line.split("  ", 1)[1] for line in lines]
+    assert paths == code_deps.stage_files(ROOT, "train", "minesweeper")
+    assert "mage_core/envs/minesweeper/board.py" in paths and "mage_core/stages/train.py" in paths
+    for line in lines:
+        digest, path = line.split("  ", 1)
+        assert digest == hashlib.md5((ROOT / path).read_bytes()).hexdigest(), path
+    bad = subprocess.run([sys.executable, "-m", "mage_core", "code-deps", "--out", str(tmp_path / "x"),
+                          "--project", str(tmp_path)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "holds no mage_core folder" in bad.stdout + bad.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_runs_own_data_path_is_its_input() -> None:
@@ -121,17 +152,15 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
     assert dvc_runs.stale(project) is None
     listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
     assert list(listed) == ["kuhn_poker-mage"]
-    assert {k: v for k, v in listed["kuhn_poker-mage"].items() if not k.endswith("_code")} == {
-        "env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker"}
+    assert listed["kuhn_poker-mage"] == {
+        "env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker",
+        "train_code": "artifacts/code/train-kuhn_poker.md5", "evaluate_code": "artifacts/code/evaluate-kuhn_poker.md5"}
     assert validate(str(project / "params.yaml")) == 0
-    # an import added to the code makes the graph stale too, and names the code
+    # an import added to the code changes the manifest the code stage writes, not this file
     train = project / "mage_core" / "stages" / "train.py"
     train.write_text(train.read_text() + "\n\ndef _later() -> None:\n    from mage_core.stages import report  # noqa\n")
-    assert validate(str(project / "params.yaml")) == 1
-    assert "the imports of" in " ".join(capsys.readouterr().out.split())
-    assert validate(str(project / "params.yaml"), sync_dvc=True) == 0
-    listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
-    assert "mage_core/stages/report.py" in listed["kuhn_poker-mage"]["train_code"]
+    assert validate(str(project / "params.yaml")) == 0
+    assert "mage_core/stages/report.py" in code_deps.stage_files(project, "train", "kuhn_poker")
 
 
 def test_validate_of_a_params_file_outside_a_project_checks_no_stage_file(tmp_path: Path) -> None:
