@@ -11,7 +11,9 @@ DVC's hashes to the run and to any model version the stage registered.
 ``run_graph`` submits one Prefect task run per stage, in dependency order; a
 task waits for its upstream tasks, then for one of ``max_concurrent`` slots, so
 independent stages (the training runs of the reproduction, the points of a
-grid) run side by side and the slots bound how many. Prefect retries a failed
+grid) run side by side and the slots bound how many. A free slot goes to the
+ready stage that comes first in that order (``OrderedSlots``), whichever thread
+wakes first: the order the graph was given in is the order stages start. Prefect retries a failed
 stage once and caches nothing: DVC's records decide what is done.
 """
 
@@ -21,9 +23,10 @@ import os
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -53,6 +56,66 @@ class StageJob:
     parent_run_id: str | None = None  # the MLflow run its own run is a child of
     cpus: float = 1.0  # what a Ray task of the stage asks for (``stage_resources``)
     gpus: float = 0.0
+
+
+class OrderedSlots:
+    """At most ``limit`` stages at once, a free slot given to the ready stage that comes first in
+    the jobs' order: ready when every upstream stage finished, whether its task has reached the
+    slots yet or not. A plain semaphore gave the slots to whichever thread woke first: once every
+    stage waited on the code stage, the order was random and a long training stage could start
+    last, with one core idle at the end. A stage that fails is ready again for its retry; after
+    its last attempt it and what depends on it are out of the order. A ready stage that has not
+    asked for ``patience`` seconds after the last change (a task Prefect never started) holds
+    no slot back."""
+
+    def __init__(self, limit: int, jobs: Sequence[StageJob], retries: int = 0, patience: float = 10.0) -> None:
+        self._free = limit
+        self._rank = {job.label: i for i, job in enumerate(jobs)}
+        self._upstream = {job.label: set(job.upstream) for job in jobs}
+        self._pending = set(self._rank)  # not started (or to be retried)
+        self._finished: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._retries, self._patience = retries, patience
+        self._waiting: set[str] = set()
+        self._changed = time.monotonic()
+        self._cond = threading.Condition()
+
+    def _may_start(self, label: str) -> bool:
+        """A slot is free for ``label`` when more are free than ready stages ahead of it wait for
+        (those that have not asked count only until the patience runs out)."""
+        rank = self._rank[label]
+        overdue = time.monotonic() - self._changed > self._patience
+        ahead = sum(1 for other in self._pending
+                    if self._rank[other] < rank and self._upstream[other] <= self._finished
+                    and (other in self._waiting or not overdue))
+        return self._free > ahead
+
+    @contextmanager
+    def held(self, label: str) -> Iterator[None]:
+        """A slot for stage ``label`` (one of the jobs), held while the block runs."""
+        with self._cond:
+            self._waiting.add(label)
+            while not self._may_start(label):
+                self._cond.wait(timeout=1.0)
+            self._waiting.discard(label)
+            self._pending.discard(label)
+            self._free -= 1
+            self._changed = time.monotonic()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            with self._cond:
+                self._free += 1
+                if ok:
+                    self._finished.add(label)
+                else:
+                    self._failures[label] = self._failures.get(label, 0) + 1
+                    if self._failures[label] <= self._retries:
+                        self._pending.add(label)  # its retry comes back here
+                self._changed = time.monotonic()
+                self._cond.notify_all()
 
 
 def stage_resources(project_dir: Path, stage: str) -> tuple[float, float]:
@@ -130,10 +193,10 @@ def _on_ray(job: StageJob, tracking: Tracking | None) -> dict[str, Any]:
 
 
 @task(retries=STAGE_RETRIES, retry_delay_seconds=1, cache_policy=NO_CACHE)
-def stage_task(job: StageJob, tracking: Tracking | None, slots: threading.Semaphore,
+def stage_task(job: StageJob, tracking: Tracking | None, slots: OrderedSlots,
                use_ray: bool) -> dict[str, Any]:
     logger = get_run_logger()
-    with slots:
+    with slots.held(job.label):
         result = _on_ray(job, tracking) if use_ray else execute_stage(job.project_dir, job.stage,
                                                                         job.parent_run_id, tracking)
     if result["skipped"]:
@@ -149,7 +212,7 @@ def run_graph(jobs: Sequence[StageJob], max_concurrent: int, tracking: Tracking 
     """Run ``jobs`` (dependencies first) as task runs of the current flow, at most
     ``max_concurrent`` at once; their results in the same order. Raises once every
     stage that could run has run, naming the ones that failed or could not run."""
-    slots = threading.BoundedSemaphore(max_concurrent)
+    slots = OrderedSlots(max_concurrent, jobs, retries=STAGE_RETRIES)
     futures: dict[str, Any] = {}
     for job in jobs:
         unknown = [u for u in job.upstream if u not in futures]
