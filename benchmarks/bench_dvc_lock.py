@@ -1,6 +1,6 @@
-"""What dvc.lock costs DVC to read: the committed lock (each stage depends on one manifest of its
-code) against the same lock with every file of each manifest listed as its own dependency (the
-form before the code stage, 1.8 MB on 0816413).
+"""What dvc.lock costs DVC: the committed lock (each stage depends on one manifest of its code)
+against the same lock with every file of each manifest listed as its own dependency, and against
+the lock of a commit from before the code stage (``--before``: 0816413's, 1.8 MB).
 
 Usage: ``python benchmarks/bench_dvc_lock.py [--repeats N]``. Times, with DVC's own functions,
 the two things DVC does with dvc.lock around every stage (and, with ``--before REV``, the lock
