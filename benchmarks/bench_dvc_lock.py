@@ -2,13 +2,13 @@
 against the same lock with every file of each manifest listed as its own dependency, and against
 the lock of a commit from before the code stage (``--before``: 0816413's, 1.8 MB).
 
-Usage: ``python benchmarks/bench_dvc_lock.py [--repeats N]``. Times, with DVC's own functions,
-the two things DVC does with dvc.lock around every stage (and, with ``--before REV``, the lock
-that commit holds, as DVC wrote it): read it (``parse_yaml``, ruamel's safe
-loader: ``dvc status``, ``dvc repro`` before the command) and record the stage in it
+Usage: ``python benchmarks/bench_dvc_lock.py [--repeats N] [--before REV]``. Times, with DVC's
+own functions, the two things DVC does with dvc.lock around every stage: read it (``parse_yaml``,
+ruamel's safe loader: ``dvc status``, ``dvc repro`` before the command) and record the stage in it
 (``modify_yaml``: ruamel's round-trip loader and dumper, which keep comments and order, after the
-command), and prints the sizes, dependency entries and median times. Needs the committed dvc.lock; the manifests
-are computed from the code (``mage_core.stages.code_deps``), not read from artifacts/.
+command); prints the sizes, dependency entries and median times. Needs the committed dvc.lock;
+the manifests are computed from the code (``mage_core.stages.code_deps``), not read from
+artifacts/.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from mage_core.stages.code_deps import MANIFEST_DIR, stage_files
+from mage_core.stages.code_deps import manifest_spec, stage_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,14 +36,13 @@ def expanded(lock: dict) -> dict:
     for entry in out["stages"].values():
         deps = []
         for dep in entry.get("deps") or []:
-            path = dep["path"]
-            if not path.startswith(f"{MANIFEST_DIR}/"):
+            path, spec = dep["path"], manifest_spec(dep["path"])
+            if spec is None:
                 deps.append(dep)
                 continue
             if path not in files:
-                kind, _, game = path[len(MANIFEST_DIR) + 1:-len(".md5")].partition("-")
                 files[path] = [{"path": f, "hash": "md5", "md5": hashlib.md5((ROOT / f).read_bytes()).hexdigest(),
-                                "size": (ROOT / f).stat().st_size} for f in stage_files(ROOT, kind, game or None)]
+                                "size": (ROOT / f).stat().st_size} for f in stage_files(ROOT, *spec)]
             deps.extend(files[path])
         entry["deps"] = deps
     return out
@@ -81,6 +80,7 @@ def main() -> None:
                 records.append(time.perf_counter() - clock)
         print(f"{name:34s} {len(body.encode()) / 1e6:5.2f} {deps:6d} {statistics.median(reads):12.2f} s "
               f"{statistics.median(records):14.2f} s")
+
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,8 @@ Clones the repository (its committed HEAD: code, params.yaml, dvc.yaml, dvc.lock
 comment line to each file named, one at a time, and counts the stages whose code or params
 dependencies ``dvc status`` then finds changed, with the stages whose code manifest changed
 (``mage lineage``'s rules: a fresh clone has no outputs in its DVC cache, and that is no
-staleness; the code stage, which an edit always reruns, counts). Prints the stages of every edit and a table:
+staleness; the code stage, which an edit always reruns, counts). Prints the stages of every
+edit and a table:
 
     python benchmarks/bench_stale.py                         # the two edits the issue measures
     python benchmarks/bench_stale.py --edit mage_core/rollout/runner.py

@@ -13,8 +13,8 @@ task waits for its upstream tasks, then for one of ``max_concurrent`` slots, so
 independent stages (the training runs of the reproduction, the points of a
 grid) run side by side and the slots bound how many. A free slot goes to the
 ready stage that comes first in that order (``OrderedSlots``), whichever thread
-wakes first: the order the graph was given in is the order stages start. Prefect retries a failed
-stage once and caches nothing: DVC's records decide what is done.
+wakes first: the order the graph was given in is the order stages start. Prefect
+retries a failed stage once and caches nothing: DVC's records decide what is done.
 """
 
 from __future__ import annotations

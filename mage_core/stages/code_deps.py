@@ -209,6 +209,15 @@ def manifest_path(kind: str, game: str | None) -> str:
     return f"{MANIFEST_DIR}/{kind}-{game}.md5" if game else f"{MANIFEST_DIR}/{kind}.md5"
 
 
+def manifest_spec(path: str) -> tuple[str, str | None] | None:
+    """(kind, task) of a manifest's path (``manifest_path``'s inverse); None for any other path."""
+    prefix, suffix = f"{MANIFEST_DIR}/", ".md5"
+    if not path.startswith(prefix) or not path.endswith(suffix):
+        return None
+    kind, _, game = path[len(prefix):-len(suffix)].partition("-")
+    return kind, game or None
+
+
 def manifest_text(project: Path, kind: str, game: str | None) -> str:
     """``md5  path`` for every file of ``stage_files``, in its order."""
     return "".join(f"{hashlib.md5((project / path).read_bytes()).hexdigest()}  {path}\n"

@@ -42,22 +42,22 @@ def code_changes(project: Path, lock: Path) -> list[str]:
 
     import yaml
 
-    from mage_core.stages.code_deps import MANIFEST_DIR, manifest_text
+    from mage_core.stages.code_deps import manifest_spec, manifest_text
 
     stages = (yaml.load(lock.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) or {}).get("stages") or {}
     now: dict[str, str] = {}
-    changed = []
+    changed = set()
     for name, entry in stages.items():
         for dep in entry.get("deps") or []:
             path = str(dep.get("path", ""))
-            if not path.startswith(f"{MANIFEST_DIR}/") or not path.endswith(".md5"):
+            spec = manifest_spec(path)
+            if spec is None:
                 continue
             if path not in now:
-                kind, _, game = path[len(MANIFEST_DIR) + 1:-len(".md5")].partition("-")
-                now[path] = hashlib.md5(manifest_text(project, kind, game or None).encode()).hexdigest()
+                now[path] = hashlib.md5(manifest_text(project, *spec).encode()).hexdigest()
             if now[path] != dep.get("md5"):
-                changed.append(name)
-    return sorted(set(changed))
+                changed.add(name)
+    return sorted(changed)
 
 
 def check(project: Path, report: Path) -> list[str]:
