@@ -73,7 +73,9 @@ def test_a_second_mage_train_on_the_same_out_stops_naming_the_first(tmp_path: Pa
         first.send_signal(signal.SIGKILL)
         first.wait()
     # The kernel freed the lock with its holder: the same command now resumes the killed run.
-    latest = sorted(p.name for p in (out / "checkpoints").iterdir() if p.name.startswith("step-"))[-1]
+    # The commit point is the `latest` pointer, not the newest folder: a kill between a
+    # checkpoint's rename into place and the pointer's move leaves the folder uncommitted.
+    latest = (out / "checkpoints" / "latest").read_text(encoding="utf-8").strip()
     again = _mage(tmp_path, "train", "--params", str(params), "--out", str(out), "--resume", "--time-budget", "1e-9")
     assert again.returncode == 0, again.stderr
     assert f"resumed from {out / 'checkpoints' / latest}" in " ".join(again.stdout.split())
