@@ -112,8 +112,8 @@ def _differential(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) ->
 
 
 def _raw(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.ndarray:
-    # Cumulative (LaMer) and single-episode use the raw per-step rewards; they differ
-    # only in whether the returns cross episode boundaries.
+    # The cumulative, LaMer's and the single-episode returns use the raw per-step rewards; they
+    # differ in how the returns cross episode boundaries (CROSSINGS).
     return np.where(play, rewards, 0.0)
 
 
@@ -126,22 +126,37 @@ def _final(rewards: np.ndarray, episode: np.ndarray, play: np.ndarray) -> np.nda
     return placed
 
 
-#: reward variant -> (how rewards are placed, whether returns cross episode boundaries).
-VARIANTS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]] = {
-    "differential": (_differential, True),
-    "cumulative": (_raw, True),
-    "single_episode": (_raw, False),
+#: How a return crosses an episode boundary (docs/method.md section 4):
+#: ``recursive``: one backward recursion over the play steps, ``gamma_traj`` once at each
+#: boundary, so a later episode's return also carries ``gamma_step`` for every step left in the
+#: current one (MAGE's and LaMer's public code); ``none``: the return restarts at each boundary;
+#: ``episode_start``: LaMer's published formula, the in-episode return ``g_t`` plus
+#: ``sum_{m > n} gamma_traj^(m - n) g_0^(m)``, each later episode's return from its first step,
+#: discounted by the episode boundaries only.
+CROSSINGS = ("recursive", "none", "episode_start")
+
+#: reward variant -> (how rewards are placed, how returns cross episode boundaries).
+VARIANTS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], str]] = {
+    "differential": (_differential, "recursive"),
+    # The cumulative return as MAGE's and LaMer's public code compute it (the MAGE paper's
+    # "Cumulative Return (LAMER-style)" ablation, run in MAGE's code).
+    "cumulative": (_raw, "recursive"),
+    "single_episode": (_raw, "none"),
     # Beyond the paper (issue 12): the objective MAGE's differential rewards telescope
     # to, R_{K'-1}, given whole to every step, undiscounted. MAGE's discounted
     # differential return credits the last episode with R_{K-1} - R_{K-2} only and
     # the first with 0.4 R_0 + 0.24 R_1 + 0.36 R_2 (K = 3, gamma_traj 0.6).
-    "final": (_final, True),
+    "final": (_final, "recursive"),
+    # LaMer's published return (arXiv 2512.16848): the raw rewards, each later episode's return
+    # added from its first step, discounted by gamma_traj per boundary and never by gamma_step
+    # (rewards (0, 0, -10 | +10), 0.95 / 0.6: -3.025, -3.5, -4 | 10, where the recursion gives -3.61).
+    "lamer": (_raw, "episode_start"),
 }
 #: The discounts the "final" variant uses whatever gamma_step/gamma_traj say.
 FINAL_GAMMAS = (1.0, 1.0)
 
 
-def _variant(variant: str) -> tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], bool]:
+def _variant(variant: str) -> tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], str]:
     if variant not in VARIANTS:
         raise ValueError(f"unknown reward variant {variant!r}; choose one of {', '.join(VARIANTS)}")
     return VARIANTS[variant]
@@ -152,7 +167,7 @@ def place_rewards(variant: str, task_rewards: np.ndarray, episode: np.ndarray, i
 
     - ``differential`` (MAGE): ``d_k = R_k - R_{k-1}`` (``d_0 = R_0``) on the last play
       step of episode k, 0 elsewhere; the sum telescopes to ``R_{K'-1}``.
-    - ``cumulative`` (LaMer) and ``single_episode``: the raw task rewards.
+    - ``cumulative``, ``lamer`` and ``single_episode``: the raw task rewards.
     - ``final`` (beyond the paper): ``R_{K'-1}`` on the last play step, 0 elsewhere.
     Reflect steps always get 0 (docs/method.md section 4).
     """
@@ -170,35 +185,42 @@ def step_returns(
     is_play: np.ndarray,
     gamma_step: float,
     gamma_traj: float,
-    cross_episode: bool = True,
+    crossing: str = "recursive",
 ) -> np.ndarray:
     """Discounted step returns of one meta-episode; shape ``[T]`` (docs/method.md section 4).
 
     Backwards over the steps: a play step gets ``G = r_t + g * G`` with
-    ``g = gamma_step`` inside an episode and ``g = gamma_traj`` once at each episode
-    boundary; a reflect step gets the return of the next play step (the first play
-    step of its own episode). With ``cross_episode=False`` (single-episode variant)
-    ``G`` restarts at 0 at each episode boundary, so ``gamma_traj`` is unused.
+    ``g = gamma_step`` inside an episode and, with ``crossing="recursive"``, ``g = gamma_traj``
+    once at each episode boundary; a reflect step gets the return of the next play step (the
+    first play step of its own episode). ``crossing="none"`` (single-episode variant) restarts
+    ``G`` at 0 at each boundary, so ``gamma_traj`` is unused; ``crossing="episode_start"``
+    (LaMer's published formula) adds to that in-episode return ``C_n = gamma_traj * (g_0^(n+1)
+    + C_{n+1})``, ``g_0^(m)`` being episode m's in-episode return from its first play step.
     ``rewards`` are the placed rewards (``place_rewards``), shape ``[T]``.
     """
     gamma_step = _check_gamma("gamma_step", gamma_step)
     gamma_traj = _check_gamma("gamma_traj", gamma_traj)
+    if crossing not in CROSSINGS:
+        raise ValueError(f"unknown crossing {crossing!r}; choose one of {', '.join(CROSSINGS)}")
     placed, episode_arr, play = _as_steps(rewards, episode, is_play, rewards_name="rewards")
     returns = np.zeros_like(placed)
     running = 0.0
     current = int(episode_arr[-1])
+    later = 0.0  # C_n of the episode being swept (episode_start)
     for t in range(placed.shape[0] - 1, -1, -1):
         if play[t]:
             k = int(episode_arr[t])
             if k == current:
                 discount = gamma_step
-            elif cross_episode:
+            elif crossing == "recursive":
                 discount = gamma_traj
             else:
-                discount = 0.0  # the later episode's return does not flow back
+                if crossing == "episode_start":  # `running` is g_0 of episode current
+                    later = gamma_traj * (running + later)
+                discount = 0.0  # the later episode's return does not flow back through G
             running = placed[t] + discount * running
             current = k
-        returns[t] = running
+        returns[t] = running + later
     return returns
 
 
@@ -212,11 +234,11 @@ def meta_episode_returns(
 ) -> np.ndarray:
     """``place_rewards`` then ``step_returns`` for one reward variant; shape ``[T]``.
     The ``final`` variant is undiscounted (every step's return is ``R_{K'-1}``)."""
-    _, cross_episode = _variant(variant)
+    _, crossing = _variant(variant)
     if variant == "final":
         gamma_step, gamma_traj = FINAL_GAMMAS
     placed = place_rewards(variant, task_rewards, episode, is_play)
-    return step_returns(placed, episode, is_play, gamma_step, gamma_traj, cross_episode=cross_episode)
+    return step_returns(placed, episode, is_play, gamma_step, gamma_traj, crossing=crossing)
 
 
 # ------------------------------------------------------------ a whole batch
@@ -245,7 +267,7 @@ def batch_returns(
     recursion as ``step_returns``, where ``current`` (the episode of the nearest
     later play step) also tells the last play step of each episode, which is where
     the differential variant places ``d_k`` (``_differential``)."""
-    place, cross_episode = _variant(variant)
+    place, crossing = _variant(variant)
     gamma_step = _check_gamma("gamma_step", gamma_step)
     gamma_traj = _check_gamma("gamma_traj", gamma_traj)
     if variant == "final":
@@ -278,6 +300,7 @@ def batch_returns(
     deltas = np.diff(totals, axis=1, prepend=0.0) if differential else None
     returns = np.zeros_like(rewards)
     running = np.zeros(num_rows)
+    later = np.zeros(num_rows)  # C_n of the episode being swept (episode_start)
     current = np.full(num_rows, -1)
     index = np.arange(num_rows)
     for t in range(num_steps - 1, -1, -1):
@@ -289,9 +312,11 @@ def batch_returns(
             reward = np.where(p & (current == -1), totals[index, last_episode], 0.0)
         else:
             reward = np.where(p, rewards[:, t], 0.0)
-        boundary = gamma_traj if cross_episode else 0.0
+        boundary = gamma_traj if crossing == "recursive" else 0.0
+        if crossing == "episode_start":  # entering episode k from episode current: C_k
+            later = np.where(p & (current != k) & (current != -1), gamma_traj * (running + later), later)
         discount = np.where(k == current, gamma_step, boundary)
         running = np.where(p, reward + discount * running, running)
         current = np.where(p, k, current)
-        returns[:, t] = np.where(valid[:, t], running, 0.0)
+        returns[:, t] = np.where(valid[:, t], running + later, 0.0)
     return returns, totals

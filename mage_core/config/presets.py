@@ -38,26 +38,19 @@ _MAGE: dict[str, Any] = {
 _SINGLE = {**_MAGE, "episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "single_episode",
            "group_size": 24}
 
-#: LaMer (Jiang et al. 2025, arXiv 2512.16848), the paper's meta-RL baseline: MAGE's
-#: meta-episodes and step return with LaMer's cumulative reward ("Cumulative Return
-#: (LAMER-style): Uses absolute performance, [R_k], with cross-episode propagation",
-#: MAGE paper section 4.4.1; docs/method.md section 4) and without MAGE's agent-specific
-#: normalization, i.e. groups (and GiGPO anchor clusters) that mix opponents. The
-#: paper credits that normalization to MAGE alone: "We further introduce an
-#: agent-specific advantage normalization technique to handle divergent reward
-#: distributions across opponents" (section 1); "Unlike previous works that focus on
-#: exploration, MAGE leverages population-based training and agent-specific
-#: normalization" (section 2, on LaMer); "In Tic-Tac-Toe, MAGE achieves a dominant
-#: terminal success rate against MCTS-100, significantly outperforming LAMER [...]
-#: These results validate that Opponent-Specific Advantage Normalization effectively
-#: stabilizes meta-learning across heterogeneous strategy populations" (section 4.2);
-#: and it calls stationary grouping "standard MAGE" against "Non-Stationary Grouping
-#: (mixed archetypes)" (section 4.4.2). LaMer itself is single-agent: its groups are
-#: the trials of one task, blind to who the opponent is. The paper says nothing else
-#: about how LaMer was trained, so every other key is MAGE's (advantage, anchor, group
-#: size, discounts). ``ablation_cumulative`` keeps MAGE's grouping instead: it isolates
-#: the reward design (docs/method.md section 9).
-_LAMER: dict[str, Any] = {**_MAGE, "reward_variant": "cumulative", "grouping": "non_stationary"}
+#: LaMer (Jiang et al. 2025, arXiv 2512.16848), the paper's meta-RL baseline, as LaMer
+#: publishes it: MAGE's meta-episodes (K attempts, reflections, GiGPO) with LaMer's return, the
+#: raw rewards with each later episode's return added from its start, discounted by gamma_traj
+#: per boundary (reward variant ``lamer``: docs/method.md section 4), and R_k as the episode
+#: term's score. Its grouping is its public code's: the rollouts of one task form a group
+#: (``uid``), and in MAGE's code, where LaMer is the baseline, each task's rollouts face one
+#: opponent, so that is MAGE's stationary grouping; the paper says nothing else about how LaMer
+#: was trained, so every other key is MAGE's (advantage, anchor, group size, discounts).
+#: ``ablation_cumulative`` is the MAGE paper's "Cumulative Return (LAMER-style)": the raw
+#: rewards through MAGE's (and LaMer's code's) recursion, which also discounts a later episode's
+#: return by gamma_step for every step left in the current one; ``ablation_non_stationary_grouping``
+#: mixes opponents in a group. docs/method-notes.md lists the differences.
+_LAMER: dict[str, Any] = {**_MAGE, "reward_variant": "lamer"}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "mage": _MAGE,

@@ -97,7 +97,7 @@ class AlgorithmConfig(Strict):
     preset: str = "mage"
     episodes_per_meta_episode: PositiveInt
     reflect: bool
-    reward_variant: Literal["differential", "cumulative", "single_episode", "final"]
+    reward_variant: Literal["differential", "cumulative", "single_episode", "final", "lamer"]
     advantage: Literal["gigpo", "grpo"]
     episode_norm: Literal["mean_norm", "mean_std_norm"]
     step_weight: NonNegativeFloat

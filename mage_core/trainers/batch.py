@@ -24,7 +24,7 @@ from mage_core.rollout.meta_episode import MetaEpisode
 class AdvantageSettings:
     """The numbers of the ``algorithm`` section that the math needs."""
 
-    reward_variant: Literal["differential", "cumulative", "single_episode", "final"]
+    reward_variant: Literal["differential", "cumulative", "single_episode", "final", "lamer"]
     advantage: Literal["gigpo", "grpo"]
     episode_norm: Literal["mean_norm", "mean_std_norm"]
     step_weight: float

@@ -35,8 +35,9 @@ SINGLE = {"episodes_per_meta_episode": 1, "reflect": False, "reward_variant": "s
 #: Every preset as its differences from MAGE (docs/method.md section 9).
 DIFF_FROM_MAGE: dict[str, dict[str, object]] = {
     "mage": {},
-    # LaMer: cumulative return and groups that mix opponents (MAGE paper sections 1, 2, 4.2, 4.4).
-    "lamer": {"reward_variant": "cumulative", "grouping": "non_stationary"},
+    # LaMer: its published cross-episode return (arXiv 2512.16848); its public code's grouping, a
+    # task's rollouts, which in MAGE's code face one opponent: MAGE's (issue 42).
+    "lamer": {"reward_variant": "lamer"},
     "gigpo": SINGLE,
     "grpo": {**SINGLE, "advantage": "grpo"},
     # Beyond the paper (issue 12), named apart: final-episode return, batch-wide baselines.
@@ -101,8 +102,10 @@ def test_sokoban_gamma_traj_yields_to_an_explicit_value_and_follows_the_game() -
 def test_lamer_is_not_the_cumulative_ablation() -> None:
     lamer, ablation = preset_values("lamer"), preset_values("ablation_cumulative")
     assert lamer != ablation
-    assert {k for k in lamer if lamer[k] != ablation[k]} == {"grouping"}
-    assert (lamer["grouping"], ablation["grouping"]) == ("non_stationary", "stationary")
+    # They differ in the return alone: LaMer's published formula against the recursion of the
+    # MAGE paper's "LAMER-style" ablation (both raw rewards, MAGE's grouping).
+    assert {k for k in lamer if lamer[k] != ablation[k]} == {"reward_variant"}
+    assert (lamer["reward_variant"], ablation["reward_variant"]) == ("lamer", "cumulative")
 
 
 #: One paper profile per game of the paper this project supports.

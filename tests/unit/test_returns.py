@@ -66,6 +66,8 @@ SMALL = layout([0, -10], [0, 10])
         ("cumulative", [0, -10, 0, 0, 10], [-4.375, -8.75, 5, 5, 10]),
         # raw, no propagation: 10, 5, reflect 5 | -10, -5
         ("single_episode", [0, -10, 0, 0, 10], [-5, -10, 5, 5, 10]),
+        # LaMer's published formula: in-episode (-5, -10 | 5, 10) plus C_0 = 0.25 * g_0^(1) = 1.25
+        ("lamer", [0, -10, 0, 0, 10], [-3.75, -8.75, 5, 5, 10]),
     ],
 )
 def test_small_meta_episode_each_variant(variant: str, placed: list[float], expected: list[float]) -> None:
@@ -88,6 +90,8 @@ SOKOBAN = layout([-0.1, 1.0, -0.1], [-0.1, 10.0])
         ("cumulative", [0.68125, 1.5625, 1.125, 4.9, 4.9, 10.0]),
         # 10, 4.9, r 4.9 | -0.1, 1 - 0.05 = 0.95, -0.1 + 0.475 = 0.375
         ("single_episode", [0.375, 0.95, -0.1, 4.9, 4.9, 10.0]),
+        # the single-episode returns plus C_0 = 0.25 * 4.9 = 1.225 on episode 0's steps
+        ("lamer", [1.6, 2.175, 1.125, 4.9, 4.9, 10.0]),
     ],
 )
 def test_intermediate_rewards_sokoban_like(variant: str, expected: list[float]) -> None:
@@ -122,9 +126,36 @@ def test_gamma_traj_once_per_boundary_even_with_several_reflect_steps() -> None:
 
 def test_step_returns_single_episode_restarts_at_boundaries() -> None:
     rewards, episode, is_play = layout([3.0], [5.0], [7.0])
-    assert step_returns(rewards, episode, is_play, 0.9, 0.6, cross_episode=False).tolist() == [3, 5, 5, 7, 7]
+    assert step_returns(rewards, episode, is_play, 0.9, 0.6, crossing="none").tolist() == [3, 5, 5, 7, 7]
     # crossing: 7, r 7, 5 + 0.6*7 = 9.2, r 9.2, 3 + 0.6*9.2 = 8.52
     assert step_returns(rewards, episode, is_play, 0.9, 0.6) == pytest.approx([8.52, 9.2, 9.2, 7, 7])
+    # episode start (LaMer's paper): C_1 = 0.6*7 = 4.2, C_0 = 0.6*(5 + 4.2) = 5.52
+    assert step_returns(rewards, episode, is_play, 0.9, 0.6, crossing="episode_start") == pytest.approx(
+        [8.52, 9.2, 9.2, 7, 7])
+    with pytest.raises(ValueError, match="recursive, none, episode_start"):
+        step_returns(rewards, episode, is_play, 0.9, 0.6, crossing="across")
+
+
+# ------------------------------------------------------------ LaMer's published return
+
+
+def test_lamer_published_return_against_the_recursion() -> None:
+    # Issue 42's case: rewards (0, 0, -10 | +10), gamma_step 0.95, gamma_traj 0.6. LaMer's formula
+    # G_t = g_t + 0.6 * g_0^(1): 0.95^2*-10 + 6 = -3.025, 0.95*-10 + 6 = -3.5, -10 + 6 = -4; the
+    # recursion (MAGE's and LaMer's public code) discounts the 6 by 0.95 per step left: -3.61.
+    rewards, episode, is_play = layout([0, 0, -10], [10])
+    lamer = meta_episode_returns("lamer", rewards, episode, is_play, 0.95, 0.6)
+    assert lamer == pytest.approx([-3.025, -3.5, -4.0, 10.0, 10.0], abs=1e-12)
+    recursive = meta_episode_returns("cumulative", rewards, episode, is_play, 0.95, 0.6)
+    assert recursive == pytest.approx([-3.61, -3.8, -4.0, 10.0, 10.0], abs=1e-12)
+
+
+def test_lamer_published_return_three_episodes() -> None:
+    # (1, 2 | r | 0, 4 | r | 8), gamma_step 0.5, gamma_traj 0.25. In-episode: 2, 2 | 2, 4 | 8.
+    # C_2 = 0, C_1 = 0.25 * 8 = 2, C_0 = 0.25 * 2 + 0.25^2 * 8 = 1 (= 0.25 * (g_0^(1) + C_1)).
+    rewards, episode, is_play = layout([1, 2], [0, 4], [8])
+    ret = meta_episode_returns("lamer", rewards, episode, is_play, 0.5, 0.25)
+    assert ret.tolist() == [3, 3, 4, 4, 6, 8, 8]
 
 
 # ------------------------------------------------------------ properties
@@ -158,6 +189,8 @@ def test_differential_rewards_telescope_to_last_episode(steps: tuple[np.ndarray,
 def test_step_returns_equal_closed_form(steps: tuple[np.ndarray, ...], variant: str, g_step: float,
                                         g_traj: float) -> None:
     # ret_t = sum over later play steps s of r_s * g_step^(within moves) * g_traj^(boundaries)
+    # LaMer's published formula: the same sum with g_step counted from the first play step of the
+    # reward's own episode (each later episode's return from its start), g_traj per boundary.
     rewards, episode, is_play = steps
     cross = variant != "single_episode"
     placed = place_rewards(variant, rewards, episode, is_play)
@@ -172,7 +205,11 @@ def test_step_returns_equal_closed_form(steps: tuple[np.ndarray, ...], variant: 
             boundaries = int(episode[s] - episode[start])
             if boundaries and not cross:
                 break
-            total += placed[s] * g_step ** (position - boundaries) * g_traj**boundaries
+            if variant == "lamer" and boundaries:
+                moves = int(np.sum(plays[plays < s] >= np.flatnonzero(is_play & (episode == episode[s]))[0]))
+            else:
+                moves = position - boundaries
+            total += placed[s] * g_step**moves * g_traj**boundaries
         assert ret[t] == pytest.approx(total, abs=1e-9)
 
 
@@ -181,8 +218,8 @@ def test_step_returns_equal_closed_form(steps: tuple[np.ndarray, ...], variant: 
 
 def test_bad_variant_lists_the_valid_ones() -> None:
     rewards, episode, is_play = SMALL
-    with pytest.raises(ValueError, match="differential, cumulative, single_episode"):
-        place_rewards("lamer", rewards, episode, is_play)
+    with pytest.raises(ValueError, match="differential, cumulative, single_episode, final, lamer"):
+        place_rewards("lamer_style", rewards, episode, is_play)
     with pytest.raises(ValueError, match="differential, cumulative, single_episode"):
         meta_episode_returns("mage", rewards, episode, is_play, 0.9, 0.6)
 
@@ -216,7 +253,7 @@ def test_gammas_out_of_range(gamma_step: float, gamma_traj: float, name: str) ->
         step_returns(rewards, episode, is_play, gamma_step, gamma_traj)
 
 
-@pytest.mark.parametrize("variant", ["differential", "cumulative", "single_episode", "final"])
+@pytest.mark.parametrize("variant", ["differential", "cumulative", "single_episode", "final", "lamer"])
 def test_batch_returns_equal_the_per_meta_episode_returns(variant: str) -> None:
     # Equivalence: the vectorised sweep over a padded batch against meta_episode_returns
     # and episode_returns row by row, on random meta-episodes of every structure
