@@ -103,4 +103,5 @@ def action_tokens(cfg: Config, seed: int = 0) -> list[str]:
         more = task(game).action_words
         if more is not None:  # what later states admit beyond the first (WebShop's pages, ALFWorld's c1..cN)
             words.update(more(env))
-    return sorted(words)
+    # an action of several words (ALFWorld's commands as candidates) is read word by word, as the prompt is
+    return sorted(w for w in words if not any(c.isspace() for c in w))

@@ -104,6 +104,38 @@ def test_parse_action_and_compact_names(alfworld_games: Path) -> None:
     assert "welcome to textworld" not in compact
 
 
+def test_the_commands_own_words_as_candidates(alfworld_games: Path) -> None:
+    """``compact_candidates: words``: the prompt lists the commands themselves, each answer is a
+    command in its own words, no ``c<i>`` token is added to the vocabulary, and every word of a
+    command is a word of the game's vocabulary (so the tiny model reads it as the prompt does)."""
+    from mage_core.envs.alfworld.task import TASK
+    from mage_core.rollout.corpus import action_tokens
+
+    env = make(alfworld_games, compact_candidates="words")
+    env.reset()
+    legal = env.legal_actions()
+    assert [env.compact_action(a) for a in legal] == legal
+    assert env.compact_observation().endswith(", ".join(legal)) and " c1 " not in env.compact_observation()
+    assert list(TASK.action_words(env)) == []
+    base = yaml_params()
+    for mode in ("index", "words"):
+        cfg = parse_config({**base, "env": {**base["env"], "name": "alfworld",
+                                            "alfworld": {**base["env"]["alfworld"], "data_path": str(alfworld_games),
+                                                         "compact_candidates": mode}}})
+        tokens = action_tokens(cfg)
+        assert all(" " not in t for t in tokens)
+        assert ("c1" in tokens) is (mode == "index"), mode
+    with pytest.raises(ConfigError, match="compact_candidates"):
+        parse_config({**base, "env": {**base["env"], "alfworld": {**base["env"]["alfworld"],
+                                                                  "compact_candidates": "letters"}}})
+
+
+def yaml_params() -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text(encoding="utf-8"))
+
+
 def test_a_lost_attempt_reveals_what_its_looks_showed_and_nothing_else(alfworld_games: Path) -> None:
     from mage_core.envs.alfworld.knowledge import looked
 

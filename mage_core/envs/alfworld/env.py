@@ -191,7 +191,8 @@ class AlfWorldEnv:
         return f"{head}\n{feedback.strip()}\nYour admissible actions: {actions}"
 
     def compact_observation(self) -> str:
-        """The task, the last feedback and the commands as ``c<i>``; while the attempt goes on,
+        """The task, the last feedback and the commands (as ``c<i> <command>``, or the commands alone
+        with ``compact_candidates: words``); while the attempt goes on,
         also what it has found so far (``_compact_state``) and the objects it has cleaned,
         heated or cooled (``hot mug 1``): the state a player keeps in mind, which the compact
         prompt (the current state only) would otherwise lose."""
@@ -203,7 +204,10 @@ class AlfWorldEnv:
         done = [f"{_ADJECTIVE[m.group(1)]} {m.group(2)}" for m in (knowledge.TRANSFORM.match(a) for a, _ in self._steps)
                 if m]
         kept = " ".join(filter(None, [self._compact_state(), *done]))
-        choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
+        if self.settings.compact_candidates == "words":
+            choices = ", ".join(self.legal_actions())
+        else:
+            choices = " ".join(f"c{i} {a}" for i, a in enumerate(self.legal_actions(), start=1))
         return f"task {compact_text(self.task)} {feedback} {kept + ' ' if kept else ''}{choices}"
 
     def _compact_state(self) -> str:
@@ -225,7 +229,10 @@ class AlfWorldEnv:
         return " ".join([f"{o} in {r}" for o, r in found] + (["nothing in " + " ".join(rest)] if rest else []))
 
     def compact_action(self, action: str) -> str:
-        """An admissible command as ONE word: ``c<i>``, its position in ``legal_actions()``."""
+        """An admissible command as ONE word, ``c<i>``, its position in ``legal_actions()``; with
+        ``compact_candidates: words``, its own words (``go to cabinet 2``), read token by token."""
+        if self.settings.compact_candidates == "words":
+            return action
         return f"c{self.legal_actions().index(action) + 1}"
 
     def parse_action(self, response: str) -> str | None:

@@ -19,13 +19,17 @@ class AlfWorldSettings(EnvSettings):
     suite's ``Task.in_domain_params`` / ``ood_param``) and ``planner``: ``planner_commands()``
     may plan a shortest way to the goal from the current state (TextWorld's planner, which
     knows where everything is), for ``expert.omniscient`` in tests and benchmarks; off in
-    play and in ``mage sft`` (whose expert searches)."""
+    play and in ``mage sft`` (whose expert searches). ``compact_candidates``: how the compact
+    prompt offers the admissible commands and the policy answers, ``index`` (``c3``: one token a
+    command) or ``words`` (the command's own words, scored token by token, so that the policy can
+    copy a place its prompt names: docs/learning.md)."""
 
     data_path: str = "data/alfworld"
     max_turns: PositiveInt = 10
     success_reward: FinitePositiveFloat = 10.0
     length_penalty_coef: NonNegativeFloat = 0.0
     max_response_tokens: PositiveInt = 1024
+    compact_candidates: Literal["index", "words"] = "index"
     split: Literal[tuple(SPLIT_FOLDERS)] = set_in_code("train")  # type: ignore[valid-type]
     planner: bool = set_in_code(False)
 

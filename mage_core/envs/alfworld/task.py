@@ -51,7 +51,10 @@ def _texts(cfg: Any) -> Iterator[str]:
 
 
 def _action_words(env: Any) -> Iterable[str]:
-    """Later states admit more commands than the first."""
+    """Later states admit more commands than the first: ``c1``..``cN``; none when a command is its
+    own words (``compact_candidates: words``), which the game's vocabulary holds (``_texts``)."""
+    if env.settings.compact_candidates == "words":
+        return ()
     return (f"c{i}" for i in range(1, COMMANDS + 1))
 
 
