@@ -40,15 +40,14 @@ def code_changes(project: Path, lock: Path) -> list[str]:
     under ``project``: what a rerun of the code stage makes stale. Empty without manifests."""
     import hashlib
 
-    import yaml
-
     from mage_core.stages.code_deps import manifest_spec, manifest_text
+    from mage_core.tracking.lineage import lock_stages
 
-    stages = (yaml.load(lock.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) or {}).get("stages") or {}
+    stages = lock_stages(lock) or {}
     now: dict[str, str] = {}
     changed = set()
     for name, entry in stages.items():
-        for dep in entry.get("deps") or []:
+        for dep in (entry.get("deps") if isinstance(entry, dict) else None) or []:
             path = str(dep.get("path", ""))
             spec = manifest_spec(path)
             if spec is None:

@@ -306,11 +306,18 @@ class AlfWorldEnv:
 
     def _compact_facts(self, facts: Sequence[tuple[str, str]]) -> str:
         """What the goal needs of ``facts`` (``_compact_line``), in the order they were learnt."""
-        saw = [(kind, knowledge.SAW.fullmatch(subject)) for kind, subject in facts]
-        seen = [match.groups() for kind, match in saw if kind == "saw"]  # type: ignore[union-attr]
-        looked = [subject if kind == "empty" else match[2]  # type: ignore[index]
-                  for (kind, subject), (_, match) in zip(facts, saw)]
-        return self._compact_line(seen, looked)  # type: ignore[arg-type]
+        seen: list[tuple[str, str]] = []  # (object, receptacle) of every "saw" fact
+        looked: list[str] = []  # every receptacle a fact is about, in order
+        for kind, subject in facts:
+            if kind == "empty":
+                looked.append(subject)
+                continue
+            match = knowledge.SAW.fullmatch(subject)
+            if match is None:
+                raise ValueError(f"ALFWorld fact {subject!r} ({kind}): not '<object> in <receptacle>'")
+            seen.append((match[1], match[2]))
+            looked.append(match[2])
+        return self._compact_line(seen, looked)
 
 
 def walkthrough(gamefile: str) -> list[str]:
