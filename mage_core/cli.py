@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_commands.add_doctor(sub, fmt)
     cli_commands.add_ui(sub, fmt)
     cli_commands.add_report(sub, fmt)
+    cli_commands.add_ablations(sub, fmt)
     cli_commands.add_lineage(sub, fmt)
     cli_commands.add_code_deps(sub, fmt)
     # exact analyses, then task data: commands with sub-commands

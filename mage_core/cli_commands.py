@@ -321,6 +321,26 @@ def _cmd_report(args: argparse.Namespace) -> int:
                overrides=args.overrides)
 
 
+def add_ablations(sub: Commands, fmt: Formatter) -> None:
+    """``mage ablations``: the paper's ablations, summarized with a verdict per claim."""
+    p = sub.add_parser("ablations", help="the paper's ablations: a summary per grid, a verdict per claim",
+                       description=(
+        "Summarize the grids of reproduce.ablations, whose points the reproduction ran as runs of its graph "
+        "(artifacts/eval/<grid>-<point>, or the Table 1 run a point equals): per grid a summary (every point, every "
+        "setting over its training seeds, each claim of sweep.grids.<grid>.claims with its verdict) and the paper's "
+        "Figure 5 as measured; verdicts.csv and section.md (the report's ablation section) for all."),
+        formatter_class=fmt)
+    _add_params(p)
+    p.add_argument("--out", default="reports/paper-ablations", metavar="DIR", help="default: %(default)s")
+    p.set_defaults(func=_cmd_ablations)
+
+
+def _cmd_ablations(args: argparse.Namespace) -> int:
+    from mage_core.stages.ablations import run
+
+    return run(args.params, out=args.out, overrides=args.overrides)
+
+
 def add_lineage(sub: Commands, fmt: Formatter) -> None:
     """``mage lineage``: do dvc.lock and reports/ come from this code?"""
     p = sub.add_parser("lineage", help="check that dvc.lock and reports/ come from this code and params",

@@ -138,6 +138,16 @@ class Config(Strict):
         return self
 
     @model_validator(mode="after")
+    def _ablations_name_grids(self) -> "Config":
+        unknown = [name for name in self.reproduce.ablations if name not in self.sweep.grids]
+        if unknown:
+            raise ValueError(f"reproduce.ablations: {', '.join(unknown)} not a grid of sweep.grids "
+                             f"({', '.join(self.sweep.grids) or 'none defined'})")
+        if len(set(self.reproduce.ablations)) != len(self.reproduce.ablations):
+            raise ValueError(f"reproduce.ablations: a grid is listed twice ({self.reproduce.ablations})")
+        return self
+
+    @model_validator(mode="after")
     def _league_plays_kuhn(self) -> "Config":
         if not self.train.league.every:
             return self
@@ -318,10 +328,18 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 def run_values(cfg: Config, run: str) -> dict[str, Any]:
     """What makes params.yaml one run of ``reproduce.runs``: its environment and
-    method, ``reproduce.iterations``, then the run's own ``set``."""
+    method, ``reproduce.iterations``, then the run's own ``set``; or one point of a grid of
+    ``reproduce.ablations``, named ``<grid>-<point>`` (``mage_core.config.ablations``)."""
     if run not in cfg.reproduce.runs:
+        from mage_core.config.ablations import find
+
+        values = find(cfg, run)
+        if values is not None:
+            return values
+        grids = f"; or a point of the grids of reproduce.ablations ({', '.join(cfg.reproduce.ablations)})" \
+            if cfg.reproduce.ablations else ""
         raise ConfigError("command line", [f"--run: {run!r} is not one of reproduce.runs "
-                                           f"({', '.join(cfg.reproduce.runs)})"])
+                                           f"({', '.join(cfg.reproduce.runs)}){grids}"])
     spec = cfg.reproduce.runs[run]
     return {"env.name": spec.env, "algorithm.preset": spec.method, "train.iterations": cfg.reproduce.iterations,
             **spec.set}

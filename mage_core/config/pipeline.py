@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Mapping
 
-from pydantic import AfterValidator, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
 from mage_core.config.tasks import GameName
 from mage_core.schema import PositiveInt, Strict
@@ -30,19 +30,20 @@ class RunConfig(Strict):
 
 RunName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
+GridName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 
 
 class ReproduceConfig(Strict):
     """The paper reproduction (dvc.yaml, `mage reproduce`): which runs, how long."""
 
     runs: dict[RunName, RunConfig] = {"kuhn_poker-mage": RunConfig(env="kuhn_poker", method="mage")}
+    #: Grids of ``sweep.grids`` the reproduction also runs, each point a run of its graph
+    #: (``mage_core.config.ablations``); empty: Table 1 and the OOD suites alone.
+    ablations: list[GridName] = []
     iterations: PositiveInt = 40
     eval_per_pair: PositiveInt = 200
     max_concurrent: PositiveInt = 1
     profiles: dict[ProfileName, dict[str, Any]] = {}
-
-
-GridName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]+$")]
 
 
 def _dotted_keys(values: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -52,13 +53,27 @@ def _dotted_keys(values: Mapping[str, Any]) -> Mapping[str, Any]:
     return values
 
 
+class ClaimConfig(Strict):
+    """A claim of the paper a grid tests: the setting it says does better (``better``: varied
+    key -> value, the seed left out) than another (``than``), on a suite (``in_domain`` or an
+    out-of-domain suite's name), by the final episode's headline measure (chips on Kuhn Poker,
+    success elsewhere). The verdict rests on the paired difference per training seed."""
+
+    text: str
+    better: Annotated[dict[str, Any], AfterValidator(_dotted_keys)]
+    than: Annotated[dict[str, Any], AfterValidator(_dotted_keys)]
+    suite: str = "in_domain"
+
+
 class GridConfig(Strict):
     """An ablation grid: dotted-key overrides every point shares (``set``) and the
     keys it varies (``vary``: key -> values); its points are the product of the
-    ``vary`` lists, each a training run plus its evaluation (``mage sweep``)."""
+    ``vary`` lists, each a training run plus its evaluation (``mage sweep``). ``claims``: what
+    the paper says of it, each judged from the points (``mage ablations``)."""
 
     set: Annotated[dict[str, Any], AfterValidator(_dotted_keys)] = {}
     vary: dict[str, list[Any]]
+    claims: list[ClaimConfig] = []
 
     @field_validator("vary")
     @classmethod
@@ -72,6 +87,23 @@ class GridConfig(Strict):
             if len({repr(value) for value in values}) != len(values):
                 raise ValueError(f"{key}: a value is listed twice ({values})")
         return v
+
+    @model_validator(mode="after")
+    def _claims_name_points(self) -> "GridConfig":
+        problems = []
+        for i, claim in enumerate(self.claims):
+            for side in ("better", "than"):
+                for key, value in getattr(claim, side).items():
+                    if key not in self.vary:
+                        problems.append(f"claims[{i}].{side}: {key} is not a varied key ({', '.join(self.vary)})")
+                    elif not any(repr(value) == repr(v) for v in self.vary[key]):
+                        problems.append(f"claims[{i}].{side}: {key}={value!r} is not one of its values "
+                                        f"{self.vary[key]}")
+            if claim.better == claim.than:
+                problems.append(f"claims[{i}]: better and than are the same setting")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class SweepConfig(Strict):

@@ -58,6 +58,7 @@ ENTRIES = {
     "evaluate": ("mage_core.stages.evaluate",),
     "sft": ("mage_core.stages.sft",),
     "report": ("mage_core.stages.report",),
+    "ablations": ("mage_core.stages.ablations",),
     "data": (),  # the task's own generator (``TaskData.generate``), followed as its own task's
 }
 
@@ -226,12 +227,12 @@ def manifest_text(project: Path, kind: str, game: str | None) -> str:
 
 def manifest_specs() -> list[tuple[str, str | None]]:
     """Every (kind, task) a stage of dvc.yaml can be: train, evaluate and sft of every task, data of
-    every task with data files, and the report."""
+    every task with data files, the report and the ablations' summary."""
     from mage_core.envs.registry import GAMES, task
 
     specs: list[tuple[str, str | None]] = [(kind, game) for game in GAMES for kind in ("train", "evaluate", "sft")]
     specs += [("data", game) for game in GAMES if task(game).data is not None]
-    return [*specs, ("report", None)]
+    return [*specs, ("report", None), ("ablations", None)]
 
 
 def write_manifests(project: Path, out: Path) -> list[Path]:

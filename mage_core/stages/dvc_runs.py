@@ -45,6 +45,8 @@ WARM_KEY = "warm_starts"
 DATA_KEY = "data_tasks"
 #: The report stage's code (its manifest).
 REPORT_KEY = "report_code"
+#: The ablations stage's code (its manifest).
+ABLATIONS_KEY = "ablations_code"
 HEADER = (
     "# Generated from params.yaml (reproduce.runs, warm_start.tasks, data) by `mage reproduce` or\n"
     "# `mage validate --sync-dvc`: do not edit. What each stage reads: its task's data folder (or its\n"
@@ -61,18 +63,26 @@ def task_inputs(cfg: Any) -> str:
 
 def run_inputs(data: Mapping[str, Any], source: str = "params.yaml",
                code: bool = False) -> dict[str, dict[str, Any]]:
-    """Run name -> ``{"env", "inputs", "init"}`` for every run of ``data``'s
-    ``reproduce.runs`` (in its order): ``init`` is the folder of the warm start it
-    starts from (``sft@<task>``'s output), else ``inputs`` again; with ``code``, also its
+    """Run name -> ``{"env", "inputs", "init", "spec"}`` for every run of ``data``'s
+    ``reproduce.runs`` (in its order), then every point of ``reproduce.ablations`` that is no
+    other run (``mage_core.config.ablations``): ``init`` is the folder of the warm start it
+    starts from (``sft@<task>``'s output), else ``inputs`` again; ``spec`` the params key that
+    defines it (``reproduce.runs.<run>``, or ``sweep.grids.<grid>``); with ``code``, also its
     ``train_code`` and ``evaluate_code`` manifests. ConfigError for a bad params file or run."""
+    from mage_core.config.ablations import ablation_runs
+
     data = dict(data)
     runs = parse_config(data, source).reproduce.runs
+    specs = {name: f"reproduce.runs.{name}" for name in runs}
+    # The points of reproduce.ablations that no other run already is: their params key is their grid.
+    specs.update({name: f"sweep.grids.{point.grid}" for name, point in ablation_runs(data, source).items()
+                  if point.reuses is None})
     out: dict[str, dict[str, Any]] = {}
-    for name in runs:
+    for name, spec in specs.items():
         cfg = parse_config(run_data(data, name, source), f"{source} as run {name}")
         inputs, init = task_inputs(cfg), cfg.init_model()
         out[name] = {"env": cfg.env.name, "inputs": inputs,
-                     "init": str(Path(init).parent) if init is not None else inputs}
+                     "init": str(Path(init).parent) if init is not None else inputs, "spec": spec}
         if code:
             out[name].update(train_code=manifest_path("train", cfg.env.name),
                              evaluate_code=manifest_path("evaluate", cfg.env.name))
@@ -103,7 +113,8 @@ def data_tasks(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def render(data: Mapping[str, Any], source: str = "params.yaml") -> str:
     """The text of ``dvc.runs.yaml`` for params ``data``."""
     files = {KEY: run_inputs(data, source, code=True), WARM_KEY: warm_starts(data, source, code=True),
-             DATA_KEY: data_tasks(data), REPORT_KEY: manifest_path("report", None)}
+             DATA_KEY: data_tasks(data), REPORT_KEY: manifest_path("report", None),
+             ABLATIONS_KEY: manifest_path("ablations", None)}
     return HEADER + yaml.safe_dump(files, sort_keys=False, default_flow_style=False, width=120)
 
 

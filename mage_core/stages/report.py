@@ -89,7 +89,7 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     write_bytes_atomic(out_dir / "adaptation.png", adaptation_png(tables, ceilings))
     write_bytes_atomic(out_dir / "training_curves.png", training_curves_png(tables, ceilings))
     write_text_atomic(out_dir / "report.md", report_markdown(tables, table_md, eval_root, train_root,
-                                                             {run: settings[run] for run in runs}, origin))
+                                                             {run: settings[run] for run in runs}, origin, out_dir))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
 
@@ -315,11 +315,23 @@ def lineage_line(project_dir: Path) -> str:
     return f"Made from {code} and {lock}; `mage lineage` checks both against a checkout.\n"
 
 
+def ablations_markdown(out_dir: Path | None) -> str:
+    """The ablation section ``mage ablations`` wrote (``paper-ablations/section.md`` beside the
+    report), or a line saying where it would be."""
+    from mage_core.stages.ablations import OUT_DIR
+
+    section = out_dir / OUT_DIR.name / "section.md" if out_dir is not None else None
+    if section is not None and section.is_file():
+        return section.read_text(encoding="utf-8")
+    return ("## Ablations (the paper's section 4.4)\n\nNot summarized: run `mage ablations` (the `ablations` "
+            "stage of `mage reproduce`).\n")
+
+
 def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_root: Path | None,
-                    settings: Mapping[str, RunSettings], origin: str) -> str:
+                    settings: Mapping[str, RunSettings], origin: str, out_dir: Path | None = None) -> str:
     """``report.md``: where it came from (``origin``: ``lineage_line``), every output,
     linked or embedded, and how to read them; under Table 1, what each run was and how
-    it differs from the paper."""
+    it differs from the paper; then the ablation section of ``out_dir`` (``ablations_markdown``)."""
     runs = []
     for r in tables.overview.itertuples():
         trained = not pd.isna(r.iterations)
@@ -347,6 +359,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         gain_markdown(tables.episodes),
         baseline_markdown(tables, settings, eval_root),
         "## Training curves\n", "![training curves](training_curves.png)\n",
+        ablations_markdown(out_dir),
         "## Per opponent and seat\n",
         "Every suite, opponent and seat at every episode index: [per_opponent.md](per_opponent.md).\n",
         "## Runs\n",

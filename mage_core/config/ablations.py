@@ -1,0 +1,157 @@
+"""The ablation grids as runs of the reproduction (``reproduce.ablations``, issue 42).
+
+A grid of ``sweep.grids`` is dotted-key overrides every point shares (``set``) and the keys it
+varies (``vary``); its points are the product of the ``vary`` lists. ``mage sweep GRID`` runs
+the points in workspaces of their own; ``reproduce.ablations`` names the grids the
+reproduction runs in its own graph, where each point is one more run beside ``reproduce.runs``:
+
+- its name is ``<grid>-<point>``, the point's name the slugs of the values that differ between
+  the grid's points (``reward_design-ablation_cumulative-1``);
+- its values are those of a ``reproduce.runs`` entry: ``env.name`` and ``algorithm.preset`` from
+  the point (or the params file), ``reproduce.iterations``, then every other key of the point;
+- a point whose resolved params equal a ``reproduce.runs`` run's, or an earlier grid's point, is
+  that run (``reuses``): the graph trains it once, and the grid's summary reads its outputs.
+
+Every point is resolved before any work, and ``ablation_runs`` raises one ConfigError naming
+every point that names a preset or key that does not exist, every two points of one grid that
+differ in nothing, and every point whose seeds meet the report set's (its selection set drawn
+with ``evaluation.seed``, or a report set of another ``evaluation.seed``: not Table 1's tasks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from mage_core.schema import ConfigError
+
+#: Keys a point's run names itself (a ``reproduce.runs`` entry's ``env`` and ``method``).
+RUN_KEYS = {"env.name": "env", "algorithm.preset": "method"}
+
+
+def slug(value: Any) -> str:
+    """A value as a run-name part: lower case, ``-`` as ``m``, anything else as ``_``."""
+    text = (value if isinstance(value, str) else json.dumps(value)).lower().replace("-", "m")
+    return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "x"
+
+
+def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Readable, unique names: the slugs of the values that differ between points
+    (``ablation_cumulative``, ``0_001-16``), numbered where two slugs collide."""
+    if not combos:
+        return []
+    varying = [key for key in combos[0] if len({repr(c[key]) for c in combos}) > 1]
+    names = ["-".join(slug(c[key]) for key in varying) or "point" for c in combos]
+    if len(set(names)) < len(names):
+        names = [f"p{i}-{name}" for i, name in enumerate(names)]
+    return names
+
+
+def grid_points(grid: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """``(point name, varied values, every value: the grid's set, then the varied)`` of each point
+    of ``grid`` (a ``GridConfig``), in the product's order."""
+    combos = [dict(zip(grid.vary, chosen)) for chosen in itertools.product(*grid.vary.values())]
+    return [(name, combo, {**grid.set, **combo}) for name, combo in zip(point_names(combos), combos)]
+
+
+@dataclass(frozen=True)
+class AblationRun:
+    """One point of a grid the reproduction runs."""
+
+    name: str  # <grid>-<point>: the run name of its stages
+    grid: str
+    point: str
+    varied: dict[str, Any]  # the point's values of the grid's varied keys
+    env: str
+    method: str
+    reuses: str | None  # the run (of reproduce.runs, or an earlier grid's) whose params it equals
+    values: dict[str, Any] = field(repr=False)  # what run_values applies, env and method included
+
+
+def run_name(grid: str, point: str) -> str:
+    return f"{grid}-{point}"
+
+
+def point_values(cfg: Any, grid: str, point_values: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes params one point's run, as ``run_values`` does for a ``reproduce.runs`` entry:
+    its env and method (the point's, else the file's), ``reproduce.iterations``, then the rest."""
+    env = point_values.get("env.name", cfg.env.name)
+    method = point_values.get("algorithm.preset", cfg.algorithm.preset)
+    rest = {k: v for k, v in point_values.items() if k not in RUN_KEYS}
+    return {"env.name": env, "algorithm.preset": method, "train.iterations": cfg.reproduce.iterations, **rest}
+
+
+def find(cfg: Any, run: str) -> dict[str, Any] | None:
+    """``run_values`` of ablation run ``run`` of ``cfg`` (None: no grid of ``reproduce.ablations``
+    has that point). Cheap: no point is validated here."""
+    for grid in cfg.reproduce.ablations:
+        for point, _, values in grid_points(cfg.sweep.grids[grid]):
+            if run_name(grid, point) == run:
+                return point_values(cfg, grid, values)
+    return None
+
+
+def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[str, AblationRun]:
+    """Every point of every grid of ``reproduce.ablations`` of the raw params ``data``, in order,
+    each resolved and validated as a run; ConfigError naming every bad point and every two points
+    of one grid that differ in nothing."""
+    from mage_core.config import apply_values, parse_config, run_values
+
+    data = dict(data)
+    cfg = parse_config(data, source)
+    if not cfg.reproduce.ablations:
+        return {}
+    resolved: dict[str, Any] = {}  # reproduce.runs run -> its params (a dump), by (env, method)
+
+    def table_run(name: str) -> Any:
+        if name not in resolved:
+            values = run_values(cfg, name)
+            resolved[name] = parse_config(apply_values(data, values, f"reproduce.runs.{name}"), name).model_dump()
+        return resolved[name]
+
+    problems: list[str] = []
+    out: dict[str, AblationRun] = {}
+    seen: dict[str, str] = {}  # canonical params -> the first run (<grid>-<point>) that has them
+    for grid in cfg.reproduce.ablations:
+        for point, varied, values in grid_points(cfg.sweep.grids[grid]):
+            name = run_name(grid, point)
+            where = f"reproduce.ablations: grid {grid}, point {point}"
+            if name in cfg.reproduce.runs:
+                problems.append(f"{where}: its run name {name} is also a run of reproduce.runs")
+                continue
+            applied = point_values(cfg, grid, values)
+            try:
+                one = parse_config(apply_values(data, applied, where), where)
+            except ConfigError as err:
+                problems += [p if p.startswith(where) else f"{where}: {p}" for p in err.problems]
+                continue
+            if one.evaluation.selection_seed == cfg.evaluation.seed:
+                problems.append(f"{where}: evaluation.selection_seed {one.evaluation.selection_seed} is the report "
+                                "set's seed (evaluation.seed): its best/ would be picked on the tasks Table 1 and "
+                                "the ablations are reported on")
+                continue
+            if one.evaluation.seed != cfg.evaluation.seed:
+                problems.append(f"{where}: evaluation.seed {one.evaluation.seed} is not the reproduction's "
+                                f"({cfg.evaluation.seed}): its report set would not be Table 1's, and its "
+                                "comparisons not paired")
+                continue
+            dump = one.model_dump()
+            canonical = json.dumps(dump, sort_keys=True, default=str)
+            first = seen.get(canonical)
+            if first is not None and out[first].grid == grid:
+                problems.append(f"{where}: differs in nothing from point {out[first].point} (the same params "
+                                "once resolved)")
+                continue
+            reuses = next((run for run, spec in cfg.reproduce.runs.items()
+                           if spec.env == one.env.name and spec.method == one.algorithm.preset
+                           and table_run(run) == dump), None)
+            if reuses is None and first is not None:  # the same run in an earlier grid: trained once
+                reuses = out[first].reuses or first
+            seen.setdefault(canonical, name)
+            out[name] = AblationRun(name, grid, point, varied, one.env.name, one.algorithm.preset, reuses, applied)
+    if problems:
+        raise ConfigError(source, problems)
+    return out

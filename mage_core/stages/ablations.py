@@ -1,0 +1,325 @@
+"""``mage ablations``: the paper's ablations (section 4.4) as this project measures them.
+
+The reproduction runs the points of the grids ``reproduce.ablations`` names as runs of its own
+graph (``mage_core.config.ablations``); this stage reads their evaluations and training logs and
+writes, under ``--out`` (``reports/paper-ablations/``):
+
+- ``<grid>/summary.md`` and ``summary.csv``: every point (first and final episode, success and
+  Pass@K with their 95% intervals), every setting over its training seeds (mean, spread), and
+  each claim of the grid (``sweep.grids.<grid>.claims``) with its verdict;
+- ``<grid>/figure.png``: the paper's Figure 5 for the grid, training curves (mean over seeds) and
+  final-episode bars (mean over seeds, every seed a dot);
+- ``verdicts.csv`` and ``section.md``: every claim of every grid, the report's ablation section.
+
+A claim sets two settings apart (``better`` than ``than``: values of the varied keys, the seed
+left out). Per training seed the two points played the same report tasks (the same
+``evaluation.seed``), so their final-episode measures are compared meta-episode by meta-episode:
+the mean paired difference per seed. The verdict rests on those per-seed differences: their mean
+with a 95% t-interval over the seeds (``holds`` above 0, ``does not hold`` below, ``not resolved
+at this scale`` across it); with one seed, on that seed's paired interval over the tasks, marked
+as such. Nothing is tuned on these sets: they are the report sets of Table 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from mage_core.io.atomic import write_bytes_atomic, write_text_atomic
+
+OUT_DIR = Path("reports") / "paper-ablations"
+SEED_KEY = "seed"
+#: 97.5% quantiles of Student's t by degrees of freedom (1..30); the normal one beyond.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+VERDICTS = {"holds": "holds", "reversed": "does not hold", "unresolved": "not resolved at this scale"}
+
+
+def t975(dof: int) -> float:
+    return _T975[dof - 1] if 1 <= dof <= len(_T975) else 1.96
+
+
+@dataclass(frozen=True)
+class FlowPoint:
+    """A point of a grid the reproduction ran: its name, its varied values, and the run whose
+    outputs it reads (its own, or the run it equals)."""
+
+    grid: str
+    point: str
+    varied: dict[str, Any]
+    run: str
+    env: str
+    method: str
+
+    @property
+    def setting(self) -> tuple[tuple[str, str], ...]:
+        """The varied values but the seed: what a claim names."""
+        return tuple((k, repr(v)) for k, v in self.varied.items() if k != SEED_KEY)
+
+    @property
+    def seed(self) -> Any:
+        return self.varied.get(SEED_KEY)
+
+
+def flow_points(data: Mapping[str, Any], source: str = "params.yaml") -> dict[str, list[FlowPoint]]:
+    """Grid -> its points, for every grid of ``reproduce.ablations`` of the raw params ``data``."""
+    from mage_core.config.ablations import ablation_runs
+
+    grids: dict[str, list[FlowPoint]] = {}
+    for name, point in ablation_runs(data, source).items():
+        grids.setdefault(point.grid, []).append(
+            FlowPoint(point.grid, point.point, point.varied, point.reuses or name, point.env, point.method))
+    return grids
+
+
+@dataclass(frozen=True)
+class Verdict:
+    grid: str
+    claim: str
+    suite: str
+    measure: str
+    better: str
+    than: str
+    seeds: int
+    mean: float
+    low: float
+    high: float
+    per_seed: tuple[float, ...]
+
+    @property
+    def verdict(self) -> str:
+        key = "holds" if self.low > 0 else "reversed" if self.high < 0 else "unresolved"
+        return VERDICTS[key]
+
+
+def _matches(point: FlowPoint, values: Mapping[str, Any]) -> bool:
+    return all(key in point.varied and repr(point.varied[key]) == repr(value) for key, value in values.items())
+
+
+def final_values(trials: Any, suite: str, column: str) -> Any:
+    """One row per meta-episode of ``suite``: its task seed and ``column`` of its last played
+    episode (a meta-episode stopped early counts its last played episode)."""
+    from mage_core.evaluation.paired import META_EPISODE
+
+    rows = trials[trials.suite == suite].sort_values([*META_EPISODE, "episode"])
+    last = rows.groupby(META_EPISODE, sort=True).tail(1)
+    return last.set_index(META_EPISODE)[["task_seed", column]].astype({column: float})
+
+
+def paired_mean(a_trials: Any, b_trials: Any, suite: str, column: str, names: tuple[str, str]
+                ) -> tuple[float, float, float, int]:
+    """Mean of (a - b) over the meta-episodes of ``suite`` both played, its 95% normal interval, n.
+    ValueError naming both when they did not play the same tasks."""
+    from mage_core.evaluation.stats import mean_interval
+
+    a, b = final_values(a_trials, suite, column), final_values(b_trials, suite, column)
+    if a.empty:
+        raise ValueError(f"{names[0]}: no meta-episode of suite {suite!r} in its evaluation")
+    if not a.index.equals(b.index) or not (a.task_seed == b.task_seed).all():
+        raise ValueError(f"{names[0]} and {names[1]} did not play the same {suite} tasks (meta-episodes or task "
+                         "seeds differ): they cannot be compared paired")
+    mean, low, high = mean_interval((a[column] - b[column]).tolist())
+    return mean, low, high, len(a)
+
+
+def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[str, Any]) -> Verdict:
+    """``claim`` (a ``ClaimConfig``) judged from ``points`` (module docstring); ``trials``: run ->
+    its trial table. ValueError naming the claim when a seed has one side and not the other."""
+    from mage_core.evaluation.aggregate import headline_measure
+
+    better = {p.seed: p for p in points if _matches(p, claim.better)}
+    than = {p.seed: p for p in points if _matches(p, claim.than)}
+    label = f"grid {grid}, claim {claim.text!r}"
+    if not better or not than:
+        raise ValueError(f"{label}: no point has {'better' if not better else 'than'}'s values")
+    if set(better) != set(than):
+        raise ValueError(f"{label}: the two settings were trained from other seeds ({sorted(map(str, better))} "
+                         f"against {sorted(map(str, than))}): they cannot be paired")
+    column = headline_measure(next(iter(better.values())).env)
+    diffs, single = [], None
+    for seed in better:
+        a, b = better[seed], than[seed]
+        single = paired_mean(trials[a.run], trials[b.run], claim.suite, column, (a.run, b.run))
+        diffs.append(single[0])
+    if len(diffs) > 1:
+        mean = sum(diffs) / len(diffs)
+        spread = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        half = t975(len(diffs) - 1) * spread / math.sqrt(len(diffs))
+        low, high = mean - half, mean + half
+    else:
+        assert single is not None
+        mean, low, high = single[0], single[1], single[2]
+    describe = lambda values: ", ".join(f"{k}={v}" for k, v in values.items())  # noqa: E731
+    return Verdict(grid, claim.text, claim.suite, "chips" if column == "score" else "success",
+                   describe(claim.better), describe(claim.than), len(diffs), mean, low, high, tuple(diffs))
+
+
+def seeds_table(numbers: Any, points: Sequence[FlowPoint]) -> tuple[Any, str]:
+    """Every setting's final-episode measure over its seeds: mean, sample std, range."""
+    import pandas as pd
+
+    from mage_core.evaluation.aggregate import markdown_table
+
+    by_point = {p.point: p for p in points}
+    frame = numbers.assign(setting=[", ".join(f"{k}={v}" for k, v in by_point[n].varied.items() if k != SEED_KEY)
+                                    or "-" for n in numbers.point])
+    rows, cells = [], []
+    for setting, g in frame.groupby("setting", sort=False):
+        finals = g.final.to_numpy(dtype=float)
+        std = float(finals.std(ddof=1)) if len(finals) > 1 else float("nan")
+        rows.append({"setting": setting, "seeds": len(finals), "final_mean": float(finals.mean()), "final_std": std,
+                     "final_min": float(finals.min()), "final_max": float(finals.max()), "headline": g.headline.iloc[0]})
+        signed = g.headline.iloc[0] == "chips"
+        fmt = (lambda x: f"{x:+.3f}") if signed else (lambda x: f"{x:.3f}")  # noqa: E731
+        cells.append([setting, str(len(finals)), fmt(finals.mean()), "—" if math.isnan(std) else f"{std:.3f}",
+                      f"{fmt(finals.min())} .. {fmt(finals.max())}"])
+    table = markdown_table(["setting", "seeds", "final episode, mean", "std over seeds", "range"], cells)
+    return pd.DataFrame(rows), table
+
+
+def verdicts_markdown(verdicts: Sequence[Verdict], with_grid: bool = True) -> str:
+    from mage_core.evaluation.aggregate import markdown_table
+
+    cells = []
+    for v in verdicts:
+        seeds = (f"{v.seeds} seeds: " + ", ".join(f"{d:+.3f}" for d in v.per_seed)) if v.seeds > 1 else \
+            "1 seed (interval over its tasks)"
+        diff = f"{v.mean:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
+        cells.append([*([v.grid] if with_grid else []), v.claim, f"{v.better} vs {v.than}", v.suite, v.measure,
+                      diff, seeds, f"**{v.verdict}**"])
+    header = [*(["grid"] if with_grid else []), "the paper's claim", "compared", "suite", "measure",
+              "final episode, better minus than [95%]", "per seed", "verdict"]
+    return markdown_table(header, cells)
+
+
+def figure_png(grid: str, numbers: Any, curves: Any, points: Sequence[FlowPoint]) -> bytes:
+    """Figure 5 of the paper for one grid: training curves per setting (mean over seeds of the
+    selection-set measure) and the final-episode measure per setting (mean over seeds; each
+    seed a dot)."""
+    from mage_core.stages.report_plots import new_figure, png_bytes
+
+    setting_of = {p.run: ", ".join(f"{v}" for k, v in p.varied.items() if k != SEED_KEY) or p.point for p in points}
+    point_setting = {p.point: setting_of[p.run] for p in points}
+    fig, axes = new_figure(1, 2)
+    left, right = axes[0]
+    settings = list(dict.fromkeys(point_setting[p.point] for p in points))
+    if not curves.empty:
+        frame = curves[curves.run.isin(setting_of)].assign(setting=lambda f: f.run.map(setting_of))
+        frame = frame.dropna(subset=["eval_headline"])
+        for i, setting in enumerate(settings):
+            mine = frame[frame.setting == setting].groupby("step").eval_headline.mean()
+            if not mine.empty:
+                left.plot(mine.index, mine.to_numpy(), color=f"C{i % 10}", label=setting)
+    left.set_xlabel("training iteration")
+    left.set_ylabel("selection set, training-time evaluation")
+    left.set_title(f"{grid}: learning curves (mean over seeds)")
+    if settings:
+        left.legend(fontsize="small", frameon=False)
+    frame = numbers.assign(setting=numbers.point.map(point_setting))
+    for i, setting in enumerate(settings):
+        mine = frame[frame.setting == setting]
+        right.bar(i, mine.final.mean(), color=f"C{i % 10}", alpha=0.6)
+        right.scatter([i] * len(mine), mine.final, color="black", s=12, zorder=3)
+    right.set_xticks(range(len(settings)), settings, rotation=20, ha="right", fontsize="small")
+    right.axhline(0.0, color="grey", linewidth=0.8)
+    headline = numbers.headline.iloc[0] if not numbers.empty else ""
+    right.set_ylabel(f"final episode, {headline} (report set)")
+    right.set_title(f"{grid}: final episode (bar: mean over seeds; dots: seeds)")
+    return png_bytes(fig)
+
+
+def run(params: str, out: str = str(OUT_DIR), overrides: Sequence[str] = ()) -> int:
+    """``mage ablations``: validate every point, summarize every grid; logged to MLflow when
+    tracking is on (the verdicts as metrics, the summaries as artifacts)."""
+    import yaml
+    from rich.console import Console
+
+    from mage_core.config import apply_overrides, load_config
+    from mage_core.tracking.runs import check_tracking, open_mlflow_run
+
+    cfg = load_config(params, overrides)  # a bad file is reported here, in full
+    if cfg.tracking.mlflow:
+        check_tracking(Path.cwd())
+    data = apply_overrides(yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}, overrides)
+    out_dir = Path(out)
+    verdicts = summarize(Path.cwd(), out_dir, data, params)
+    if cfg.tracking.mlflow:
+        with open_mlflow_run("ablations", cfg.tracking.experiment, None, Path.cwd()) as tracker:
+            tracker.log_params({"ablations.grids": ", ".join(cfg.reproduce.ablations) or "none"})
+            tracker.log_metrics(0, {f"ablation/{v.grid}/{i}/{name}": getattr(v, name)
+                                    for i, v in enumerate(verdicts) for name in ("mean", "low", "high")})
+            for path in sorted(out_dir.rglob("*")):
+                if path.is_file():
+                    folder = path.parent.relative_to(out_dir).as_posix()
+                    tracker.log_artifact(path, "paper-ablations" + ("" if folder == "." else f"/{folder}"))
+    Console().print(f"ablations summarized in {out_dir} ({len(verdicts)} claim(s) judged)")
+    return 0
+
+
+def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "params.yaml") -> list[Verdict]:
+    """Every grid of ``reproduce.ablations`` of the raw params ``data``, summarized under ``out``
+    from ``project``'s artifacts (module docstring); returns the verdicts."""
+    import pandas as pd
+
+    from mage_core.config import parse_config
+    from mage_core.evaluation.aggregate import ablation_table
+    from mage_core.evaluation.run_tables import load_runs
+
+    cfg = parse_config(dict(data), source)
+    grids = flow_points(data, source)
+    eval_root, train_root = project / "artifacts" / "eval", project / "artifacts" / "train"
+    verdicts: list[Verdict] = []
+    rows = []
+    for grid, points in grids.items():
+        tables = load_runs(eval_root, train_root, {p.run: (p.env, p.method) for p in points})
+        episodes = tables.episodes.copy()
+        by_run: dict[str, list[FlowPoint]] = {}
+        for p in points:
+            by_run.setdefault(p.run, []).append(p)
+        # one copy of a run's rows per point that reads it, under the point's name
+        episodes = pd.concat([episodes[episodes.run == run].assign(run=p.point) for run, ps in by_run.items()
+                              for p in ps], ignore_index=True)
+        numbers, table = ablation_table(episodes, {p.point: p.varied for p in points})
+        _, seeds_md = seeds_table(numbers, points)
+        trials = {p.run: pd.read_parquet(eval_root / p.run / "trials.parquet") for p in points}
+        mine = [judge(grid, claim, points, trials) for claim in cfg.sweep.grids[grid].claims]
+        verdicts += mine
+        folder = out / grid
+        reused = [f"`{p.point}` is `{p.run}`" for p in points if p.run != f"{grid}-{p.point}"]
+        lines = [f"# Ablation {grid} (the reproduction's)\n",
+                 f"Varied: {', '.join(f'`{k}`' for k in cfg.sweep.grids[grid].vary)}; shared: "
+                 + (", ".join(f"`{k}={v}`" for k, v in cfg.sweep.grids[grid].set.items()) or "none")
+                 + ". Every point played the report sets of Table 1 (`evaluation.seed`); intervals are 95%."
+                 + (f" Points that are another run: {'; '.join(reused)}." if reused else "") + "\n",
+                 "## Claims\n", verdicts_markdown(mine, with_grid=False) if mine else "No claim listed.\n",
+                 "\n## Settings over training seeds (final episode, report set, in-domain)\n", seeds_md,
+                 "\n## Points\n", table, f"\n![{grid}](figure.png)\n"]
+        write_text_atomic(folder / "summary.md", "\n".join(lines))
+        write_text_atomic(folder / "summary.csv", numbers.to_csv(index=False))
+        write_bytes_atomic(folder / "figure.png", figure_png(grid, numbers, tables.curves, points))
+    for v in verdicts:
+        rows.append({"grid": v.grid, "claim": v.claim, "suite": v.suite, "measure": v.measure, "better": v.better,
+                     "than": v.than, "seeds": v.seeds, "mean": v.mean, "low": v.low, "high": v.high,
+                     "verdict": v.verdict})
+    columns = ["grid", "claim", "suite", "measure", "better", "than", "seeds", "mean", "low", "high", "verdict"]
+    write_text_atomic(out / "verdicts.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))
+    write_text_atomic(out / "section.md", section_markdown(grids, verdicts))
+    return verdicts
+
+
+def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequence[Verdict]) -> str:
+    """The report's ablation section (``reports/report.md``)."""
+    if not grids:
+        return ("## Ablations (the paper's section 4.4)\n\nNot run: `reproduce.ablations` names no grid "
+                "(docs/commands.md, `mage reproduce`).\n")
+    runs = sum(len({p.run for p in points}) for points in grids.values())
+    return ("## Ablations (the paper's section 4.4)\n\n"
+            f"{len(grids)} grid(s), {runs} run(s) (points equal to a Table 1 run read its outputs). Each claim of "
+            "the paper set beside what this project measured: the final episode's measure on the report set, better "
+            "minus than, paired by task within each training seed; the interval is over the seeds (Student's t), or "
+            "over one seed's tasks where a grid has one seed. Per grid: `reports/paper-ablations/<grid>/summary.md` "
+            "and its figure.\n\n" + (verdicts_markdown(verdicts) if verdicts else "No grid lists a claim.\n")
+            + "\n" + "".join(f"![{grid}](paper-ablations/{grid}/figure.png)\n" for grid in grids))
