@@ -15,7 +15,7 @@ reproduction runs in its own graph, where each point is one more run beside ``re
 Every point is resolved before any work, and ``ablation_runs`` raises one ConfigError naming
 every point that names a preset or key that does not exist, every two points of one grid that
 differ in nothing, and every point whose seeds meet the report set's (its selection set drawn
-with ``evaluation.seed``, or a report set of another ``evaluation.seed``: not Table 1's tasks).
+with ``evaluation.seed``) or leave it (another ``evaluation.seed``: not Table 1's tasks, unpaired).
 """
 
 from __future__ import annotations
@@ -128,18 +128,16 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
             except ConfigError as err:
                 problems += [p if p.startswith(where) else f"{where}: {p}" for p in err.problems]
                 continue
-            if one.evaluation.selection_seed == cfg.evaluation.seed:
-                problems.append(f"{where}: evaluation.selection_seed {one.evaluation.selection_seed} is the report "
-                                "set's seed (evaluation.seed): its best/ would be picked on the tasks Table 1 and "
-                                "the ablations are reported on")
-                continue
+            # (its selection_seed equal to its evaluation.seed is refused by the evaluation section itself)
             if one.evaluation.seed != cfg.evaluation.seed:
                 problems.append(f"{where}: evaluation.seed {one.evaluation.seed} is not the reproduction's "
                                 f"({cfg.evaluation.seed}): its report set would not be Table 1's, and its "
                                 "comparisons not paired")
                 continue
             dump = one.model_dump()
-            canonical = json.dumps(dump, sort_keys=True, default=str)
+            # what it trains, whatever its preset is called (a preset is only its algorithm values)
+            trained = {**dump, "algorithm": {k: v for k, v in dump["algorithm"].items() if k != "preset"}}
+            canonical = json.dumps(trained, sort_keys=True, default=str)
             first = seen.get(canonical)
             if first is not None and out[first].grid == grid:
                 problems.append(f"{where}: differs in nothing from point {out[first].point} (the same params "

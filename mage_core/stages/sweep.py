@@ -22,7 +22,6 @@ asked, and then ``summarize`` writes the ablation table and bar chart.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -41,12 +40,11 @@ from mage_core.config import (
     parse_config,
     run_data,
 )
+from mage_core.config.ablations import RUN_KEYS, grid_points
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 SWEEP_ROOT = Path("artifacts") / "sweeps"
 REPORT_ROOT = Path("reports") / "ablations"
-#: Keys a point's run spec names itself (``reproduce.runs.<point>.env`` / ``.method``).
-RUN_KEYS = {"env.name": "env", "algorithm.preset": "method"}
 _NAME = re.compile(r"^[a-z0-9_]+$")
 
 
@@ -98,23 +96,6 @@ def parse_vary(items: Sequence[str]) -> dict[str, list[Any]]:
     return vary
 
 
-def _slug(value: Any) -> str:
-    text = (value if isinstance(value, str) else json.dumps(value)).lower().replace("-", "m")
-    return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "x"
-
-
-def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Readable, unique names: the slugs of the values that differ between points
-    (``ablation_cumulative``, ``0_001-16``), numbered where two slugs collide."""
-    if not combos:
-        return []
-    varying = [key for key in combos[0] if len({repr(c[key]) for c in combos}) > 1]
-    names = ["-".join(_slug(c[key]) for key in varying) or "point" for c in combos]
-    if len(set(names)) < len(names):
-        names = [f"p{i}-{name}" for i, name in enumerate(names)]
-    return names
-
-
 def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), name: str | None = None,
          profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None) -> Sweep:
     """Every point of the grid, each one's params built and validated: raises
@@ -147,13 +128,11 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
         raise ConfigError("command line", problems)
     directory = project / SWEEP_ROOT / (f"{label}-{profile}" if profile else label)
     report_dir = directory / "report" if profile else project / REPORT_ROOT / label
-    combos = [dict(zip(spec.vary, chosen)) for chosen in itertools.product(*spec.vary.values())]
     points: list[Point] = []
     sizes: set[tuple[int, int]] = set()  # (training iterations, report meta-episodes per pair) of the points
     by_problem: dict[str, list[str]] = {}
-    for point, combo in zip(point_names(combos), combos):
+    for point, combo, values in grid_points(spec):
         where = f"point {point}"
-        values = {**spec.set, **combo}
         try:
             resolved = parse_config(apply_values(data, values, where), where)
             run = {"env": resolved.env.name, "method": resolved.algorithm.preset,
