@@ -25,7 +25,8 @@ from prefect import flow
 from flows.dvc_stages import missing_outputs, stage_graph
 from flows.graph import StageJob, Tracking, run_graph
 
-REPORT_FILES = ("report.md", "table1.md", "per_opponent.md", "adaptation.png", "training_curves.png")
+REPORT_FILES = ("report.md", "table1.md", "per_opponent.md", "adaptation.png", "training_curves.png",
+                "paper-ablations/section.md", "paper-ablations/verdicts.csv")
 
 
 def project_settings(project_dir: Path) -> tuple[Tracking | None, int]:
@@ -66,7 +67,7 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
                                "flow/stages/skipped": sum(r["skipped"] for r in results)})
         for file in REPORT_FILES:
             if (root / "reports" / file).exists():
-                parent.log_artifact(root / "reports" / file, "reports")
+                parent.log_artifact(root / "reports" / file, str(Path("reports", file).parent))
         parent.close()
     return results
 
@@ -78,8 +79,9 @@ def reproduce(project_dir: str = ".") -> list[dict[str, Any]]:
 
 
 def _evaluation_stage(stage: str) -> bool:
-    # the code stage too: its manifests are what tells an evaluation stage that its code changed
-    return stage.startswith("evaluate@") or stage in ("report", "code")
+    # the code stage too: its manifests are what tells an evaluation stage that its code changed;
+    # the ablations' summary reads the evaluations, as the report does
+    return stage.startswith("evaluate@") or stage in ("report", "ablations", "code")
 
 
 @flow(name="evaluate", log_prints=True)
