@@ -87,11 +87,24 @@ def point_values(cfg: Any, grid: str, point_values: Mapping[str, Any]) -> dict[s
 def find(cfg: Any, run: str) -> dict[str, Any] | None:
     """``run_values`` of ablation run ``run`` of ``cfg`` (None: no grid of ``reproduce.ablations``
     has that point). Cheap: no point is validated here."""
-    for grid in cfg.reproduce.ablations:
-        for point, _, values in grid_points(cfg.sweep.grids[grid]):
+    found = point_of(cfg, run)
+    return point_values(cfg, found[0], found[2]) if found is not None else None
+
+
+def point_of(cfg: Any, run: str | None) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+    """``(grid, varied values, every value)`` of ablation run ``run`` of ``cfg``; None for any
+    other name."""
+    for grid in cfg.reproduce.ablations if run else ():
+        for point, varied, values in grid_points(cfg.sweep.grids[grid]):
             if run_name(grid, point) == run:
-                return point_values(cfg, grid, values)
+                return grid, varied, values
     return None
+
+
+def setting_label(varied: Mapping[str, Any], seed_key: str = "seed") -> str:
+    """A point's varied values but the seed, as one label (``algorithm.preset=mage``): what its
+    seeds share, by which the MLflow views and the summaries group them."""
+    return ", ".join(f"{key}={value}" for key, value in varied.items() if key != seed_key) or "-"
 
 
 def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[str, AblationRun]:

@@ -111,6 +111,55 @@ def table1_view_state(env: str | None) -> dict[str, Any]:
     }
 
 
+def ablation_view_id(grid: str) -> str:
+    return f"mage-ablation-{grid}"
+
+
+def ablation_view_name(grid: str) -> str:
+    return f"Ablation {grid}: by setting"
+
+
+def ablation_view_state(grid: str, env: str) -> dict[str, Any]:
+    """The page state of the view of ablation grid ``grid`` (its points play ``env``): the evaluate
+    runs tagged ``ablation.grid = grid``, grouped by ``ablation.setting`` (a setting's seeds
+    averaged), with Table 1's columns and charts."""
+    state = table1_view_state(env)
+    state["searchFilter"] = f"tags.stage = 'evaluate' AND tags.`ablation.grid` = '{grid}'"
+    state["groupBy"] = {"aggregateFunction": "average",
+                        "groupByKeys": [{"mode": "tag", "groupByData": "ablation.setting"}]}
+    setting = "tags.`ablation.setting`"
+    state["selectedColumns"] = [setting, *state["selectedColumns"]]
+    state["columnOrder"] = [c for c in state["columnOrder"] if not c.startswith("tags.")] + [
+        setting, *(c for c in state["columnOrder"] if c.startswith("tags."))]
+    return state
+
+
+def _ensure(client: Any, experiment_id: str, tags: Mapping[str, str], vid: str, name: str,
+            state: Mapping[str, Any]) -> bool:
+    """Write view ``vid`` where missing or stale and this module's (module docstring); True if written."""
+    stored = read_envelope(tags.get(VIEW_TAG_PREFIX + vid, ""))
+    if stored is not None:
+        if "mage_view" not in stored:
+            return False  # changed in the UI by a person: theirs now
+        try:
+            same = read_state(stored) == state and stored["name"] == name
+        except (KeyError, ValueError, zlib.error):
+            same = False
+        if same and stored["mage_view"] == VIEW_VERSION:
+            return False
+    now = int(time.time() * 1000)
+    created = int(stored["createdAt"]) if stored and isinstance(stored.get("createdAt"), int) else now
+    client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + vid, envelope(name, state, created, now))
+    return True
+
+
+def ensure_ablation_view(client: Any, experiment_id: str, grid: str, env: str) -> bool:
+    """Write the view of ablation grid ``grid`` where missing or stale; True if written."""
+    tags = client.get_experiment(experiment_id).tags
+    return _ensure(client, experiment_id, tags, ablation_view_id(grid), ablation_view_name(grid),
+                   ablation_view_state(grid, env))
+
+
 def view_name(env: str | None, label: str | None = None) -> str:
     return f"Table 1: {label or env} by method" if env else "Table 1: every environment by method"
 
@@ -151,22 +200,9 @@ def ensure_table1_views(client: Any, experiment_id: str, envs: Iterable[str],
     written = []
     for env in [None, *sorted(set(envs))]:
         vid = view_id(env)
-        name = view_name(env, (labels or {}).get(env or ""))
-        state = table1_view_state(env)
-        stored = read_envelope(tags.get(VIEW_TAG_PREFIX + vid, ""))
-        if stored is not None:
-            if "mage_view" not in stored:
-                continue  # changed in the UI by a person: theirs now
-            try:
-                same = read_state(stored) == state and stored["name"] == name
-            except (KeyError, ValueError, zlib.error):
-                same = False
-            if same and stored["mage_view"] == VIEW_VERSION:
-                continue
-        now = int(time.time() * 1000)
-        created = int(stored["createdAt"]) if stored and isinstance(stored.get("createdAt"), int) else now
-        client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + vid, envelope(name, state, created, now))
-        written.append(vid)
+        if _ensure(client, experiment_id, tags, vid, view_name(env, (labels or {}).get(env or "")),
+                   table1_view_state(env)):
+            written.append(vid)
     return written
 
 
@@ -177,7 +213,8 @@ def saved_views(experiment_tags: Mapping[str, str]) -> list[tuple[str, str]]:
         data = read_envelope(value) if key.startswith(VIEW_TAG_PREFIX) else None
         if data is not None:
             views.append((key.removeprefix(VIEW_TAG_PREFIX), data["name"]))
-    return sorted(views, key=lambda v: (not v[0].startswith("mage-table1-"), v[0] != view_id(None), v[1]))
+    return sorted(views, key=lambda v: (not v[0].startswith("mage-table1-"), not v[0].startswith("mage-ablation-"),
+                                        v[0] != view_id(None), v[1]))
 
 
 def view_url(base: str, experiment_id: str, vid: str, charts: bool = False) -> str:
