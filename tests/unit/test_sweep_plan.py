@@ -40,16 +40,17 @@ def test_point_names_use_the_values_that_differ_and_stay_unique() -> None:
 
 def test_a_named_grid_gives_one_validated_run_per_point() -> None:
     sweep = plan(PARAMS, "population")
-    assert [p.name for p in sweep.points] == ["mage", "ablation_fixed_opponent", "ablation_pattern_skewed"]
+    assert [p.name for p in sweep.points] == [f"{population}-{seed}" for population in
+                                              ("balanced", "fixed_mcts", "pattern_skewed") for seed in (0, 1, 2)]
     assert sweep.directory == ROOT / "artifacts" / "sweeps" / "population"
     assert sweep.report_dir == ROOT / "reports" / "ablations" / "population"
-    point = sweep.points[1]
-    assert (point.env, point.method, point.workspace) == ("tic_tac_toe", "ablation_fixed_opponent",
-                                                          sweep.directory / "ablation_fixed_opponent")
+    point = sweep.points[4]
+    assert (point.env, point.method, point.workspace) == ("tic_tac_toe", "mage", sweep.directory / "fixed_mcts-1")
     # The workspace's params: the project's, with reproduce.runs = this point's run only.
     assert point.params["reproduce"]["runs"] == {
-        "ablation_fixed_opponent": {"env": "tic_tac_toe", "method": "ablation_fixed_opponent",
-                                    "set": {"train.groups_per_iteration": 16}}}
+        "fixed_mcts-1": {"env": "tic_tac_toe", "method": "mage",
+                         "set": {"train.groups_per_iteration": 16, "evaluation.meta_episodes_per_opponent_seat": 100,
+                                 "population.tic_tac_toe": "fixed_mcts", "seed": 1}}}
     assert point.params["train"] == yaml.safe_load(PARAMS.read_text())["train"]  # the rest is the project's
     assert sweep.iterations == load_config(PARAMS).reproduce.iterations
 
@@ -57,18 +58,19 @@ def test_a_named_grid_gives_one_validated_run_per_point() -> None:
 def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path) -> None:
     sweep = plan(PARAMS, "anchor", vary=["train.learning_rate=[0.001,0.0003]"], profile="smoke",
                  max_concurrent=5)
-    assert [p.name for p in sweep.points] == ["mage-0_001", "mage-0_0003", "ablation_local_anchor-0_001",
-                                              "ablation_local_anchor-0_0003"]
-    assert sweep.points[3].values == {"algorithm.preset": "ablation_local_anchor", "train.learning_rate": 0.0003}
+    assert [p.name for p in sweep.points] == [f"{preset}-{seed}-{lr}" for preset in ("mage", "ablation_local_anchor")
+                                              for seed in (0, 1, 2) for lr in ("0_001", "0_0003")]
+    assert sweep.points[7].values == {"algorithm.preset": "ablation_local_anchor", "seed": 0,
+                                      "train.learning_rate": 0.0003}
     assert sweep.directory == ROOT / "artifacts" / "sweeps" / "anchor-smoke"
     assert sweep.report_dir == sweep.directory / "report"  # a profile's sweep leaves reports/ alone
-    assert sweep.iterations == 2 and sweep.max_concurrent == 5
-    assert local_concurrency(sweep) == min(5, os.cpu_count() or 1, 4)  # locally, the cores cap it
+    assert sweep.iterations == 500 and sweep.max_concurrent == 5  # the grid sets Table 1's Kuhn budget
+    assert local_concurrency(sweep) == min(5, os.cpu_count() or 1, 12)  # locally, the cores cap it
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, population, grouping, anchor, "
-                       "opponent_population, exploration, episode_norm, diverse)"),
+    ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, reward_design_webshop, population, "
+                       "grouping, anchor, opponent_population, exploration, episode_norm, diverse)"),
     ({}, "name a grid of sweep.grids"),
     ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
     ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
