@@ -85,8 +85,9 @@ def test_a_runs_own_data_path_is_its_input() -> None:
         "poker": {"env": "kuhn_poker", "method": "mage"},
     }
     assert dvc_runs.run_inputs(data) == {
-        "shop": {"env": "webshop", "inputs": "data/shop_small", "init": "data/shop_small"},
-        "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker"}}
+        "shop": {"env": "webshop", "inputs": "data/shop_small", "init": "data/shop_small", "spec": "reproduce.runs.shop"},
+        "poker": {"env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker",
+                  "spec": "reproduce.runs.poker"}}
 
 
 def test_a_warm_started_task_gets_its_sft_stage_and_its_runs_depend_on_it() -> None:
@@ -152,7 +153,7 @@ def test_validate_names_a_stale_file_then_rewrites_it(project: Path, capsys: pyt
     assert dvc_runs.stale(project) is None
     listed = yaml.safe_load((project / "dvc.runs.yaml").read_text())[dvc_runs.KEY]
     assert list(listed) == ["kuhn_poker-mage"]
-    assert listed["kuhn_poker-mage"] == {
+    assert listed["kuhn_poker-mage"] == {"spec": "reproduce.runs.kuhn_poker-mage",
         "env": "kuhn_poker", "inputs": "mage_core/envs/kuhn_poker", "init": "mage_core/envs/kuhn_poker",
         "train_code": "artifacts/code/train-kuhn_poker.md5", "evaluate_code": "artifacts/code/evaluate-kuhn_poker.md5"}
     assert validate(str(project / "params.yaml")) == 0
