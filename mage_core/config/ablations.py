@@ -1,7 +1,7 @@
 """The ablation grids as runs of the reproduction (``reproduce.ablations``, issue 42).
 
 A grid of ``sweep.grids`` is dotted-key overrides every point shares (``set``) and the keys it
-varies (``vary``); its points are the product of the ``vary`` lists. ``mage sweep GRID`` runs
+varies (``vary``); its points are the product of the ``vary`` lists (less those ``exclude`` names). ``mage sweep GRID`` runs
 the points in workspaces of their own; ``reproduce.ablations`` names the grids the
 reproduction runs in its own graph, where each point is one more run beside ``reproduce.runs``:
 
@@ -52,8 +52,10 @@ def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def grid_points(grid: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """``(point name, varied values, every value: the grid's set, then the varied)`` of each point
-    of ``grid`` (a ``GridConfig``), in the product's order."""
+    of ``grid`` (a ``GridConfig``), in the product's order, less the points its ``exclude`` names."""
     combos = [dict(zip(grid.vary, chosen)) for chosen in itertools.product(*grid.vary.values())]
+    combos = [c for c in combos if not any(all(repr(c[k]) == repr(v) for k, v in setting.items())
+                                           for setting in getattr(grid, "exclude", []))]
     return [(name, combo, {**grid.set, **combo}) for name, combo in zip(point_names(combos), combos)]
 
 

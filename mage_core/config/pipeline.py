@@ -3,6 +3,8 @@ reproduction trains (dvc.yaml), the ablation grids (``mage sweep``), and MLflow.
 
 from __future__ import annotations
 
+import itertools
+
 from typing import Annotated, Any, Mapping
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
@@ -68,11 +70,13 @@ class ClaimConfig(Strict):
 class GridConfig(Strict):
     """An ablation grid: dotted-key overrides every point shares (``set``) and the
     keys it varies (``vary``: key -> values); its points are the product of the
-    ``vary`` lists, each a training run plus its evaluation (``mage sweep``). ``claims``: what
+    ``vary`` lists less those that match an ``exclude`` entry (varied key -> value, every one
+    equal), each a training run plus its evaluation (``mage sweep``). ``claims``: what
     the paper says of it, each judged from the points (``mage ablations``)."""
 
     set: Annotated[dict[str, Any], AfterValidator(_dotted_keys)] = {}
     vary: dict[str, list[Any]]
+    exclude: list[Annotated[dict[str, Any], AfterValidator(_dotted_keys)]] = []
     claims: list[ClaimConfig] = []
 
     @field_validator("vary")
@@ -88,19 +92,39 @@ class GridConfig(Strict):
                 raise ValueError(f"{key}: a value is listed twice ({values})")
         return v
 
+    def _names_a_value(self, where: str, setting: dict[str, Any], problems: list[str]) -> None:
+        for key, value in setting.items():
+            if key not in self.vary:
+                problems.append(f"{where}: {key} is not a varied key ({', '.join(self.vary)})")
+            elif not any(repr(value) == repr(v) for v in self.vary[key]):
+                problems.append(f"{where}: {key}={value!r} is not one of its values {self.vary[key]}")
+
     @model_validator(mode="after")
     def _claims_name_points(self) -> "GridConfig":
         problems = []
+        for i, setting in enumerate(self.exclude):
+            if not setting:
+                problems.append(f"exclude[{i}]: name at least one varied key and its value")
+            self._names_a_value(f"exclude[{i}]", setting, problems)
         for i, claim in enumerate(self.claims):
             for side in ("better", "than"):
-                for key, value in getattr(claim, side).items():
-                    if key not in self.vary:
-                        problems.append(f"claims[{i}].{side}: {key} is not a varied key ({', '.join(self.vary)})")
-                    elif not any(repr(value) == repr(v) for v in self.vary[key]):
-                        problems.append(f"claims[{i}].{side}: {key}={value!r} is not one of its values "
-                                        f"{self.vary[key]}")
+                self._names_a_value(f"claims[{i}].{side}", getattr(claim, side), problems)
             if claim.better == claim.than:
                 problems.append(f"claims[{i}]: better and than are the same setting")
+        if not problems:  # every exclude leaves a point out, every claim's side keeps one
+            combos = [dict(zip(self.vary, chosen)) for chosen in itertools.product(*self.vary.values())]
+            def matches(combo: dict[str, Any], setting: dict[str, Any]) -> bool:
+                return all(repr(combo[k]) == repr(v) for k, v in setting.items())
+            kept = [c for c in combos if not any(matches(c, setting) for setting in self.exclude)]
+            for i, setting in enumerate(self.exclude):
+                if not any(matches(c, setting) for c in combos):
+                    problems.append(f"exclude[{i}]: matches no point")
+            if not kept:
+                problems.append("exclude leaves no point")
+            for i, claim in enumerate(self.claims):
+                for side in ("better", "than"):
+                    if kept and not any(matches(c, getattr(claim, side)) for c in kept):
+                        problems.append(f"claims[{i}].{side}: every point it names is excluded")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -144,3 +144,22 @@ def test_a_claim_with_one_seed_uses_that_seeds_interval_over_tasks_and_unpaired_
 
 def test_t_quantiles() -> None:
     assert (t975(1), t975(2), t975(30), t975(31)) == (12.706, 4.303, 2.042, 1.96)
+
+
+def test_exclude_leaves_points_out_and_names_a_bad_entry() -> None:
+    grid = {"set": {"env.name": "kuhn_poker"},
+            "vary": {"algorithm.grouping": ["stationary", "non_stationary"], "algorithm.group_scope": ["batch", "task"]},
+            "exclude": [{"algorithm.grouping": "stationary", "algorithm.group_scope": "task"}]}
+    runs = ablation_runs(with_grids(g=grid))
+    assert list(runs) == ["g-stationary-batch", "g-non_stationary-batch", "g-non_stationary-task"]
+    for bad, problem in (
+            ({"algorithm.grouping": "other"}, "exclude[0]: algorithm.grouping='other' is not one of its values"),
+            ({"seed": 1}, "exclude[0]: seed is not a varied key"),
+            ({}, "exclude[0]: name at least one varied key")):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(with_grids(g={**grid, "exclude": [bad]}), "test")
+        assert any(problem in line for line in caught.value.problems), caught.value.problems
+    claim = {"text": "x", "better": {"algorithm.group_scope": "task", "algorithm.grouping": "stationary"},
+             "than": {"algorithm.grouping": "non_stationary"}}
+    with pytest.raises(ConfigError, match=r"claims\[0\].better: every point it names is excluded"):
+        parse_config(with_grids(g={**grid, "claims": [claim]}), "test")
