@@ -168,3 +168,29 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
     if problems:
         raise ConfigError(source, problems)
     return out
+
+
+def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def resolved_params(data: Mapping[str, Any], run: AblationRun) -> dict[str, Any]:
+    """The params ``run`` trains with, once resolved (presets filled in), as dotted key -> value."""
+    from mage_core.config import apply_values, parse_config
+
+    where = f"reproduce.ablations: grid {run.grid}, point {run.point}"
+    return _flat(parse_config(apply_values(dict(data), run.values, where), where).model_dump(mode="json"))
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any],
+            ignore: Sequence[str] = ("algorithm.preset", "seed")) -> list[str]:
+    """What differs between two resolved params (``resolved_params``): ``key: old -> new``, sorted,
+    the preset's name and the seed left out (a preset is only the values it fills in)."""
+    keys = sorted((set(before) | set(after)) - set(ignore))
+    return [f"{key}: {before.get(key)} -> {after.get(key)}" for key in keys if before.get(key) != after.get(key)]

@@ -67,6 +67,18 @@ class ClaimConfig(Strict):
     suite: str = "in_domain"
 
 
+class DecompositionConfig(Strict):
+    """A difference taken apart one component at a time: ``steps`` are settings of the grid
+    (varied key -> value, the seed left out), each differing from the one before in one
+    component; each step's difference (this setting minus the one before, on the final episode's
+    headline measure, paired per training seed) and the whole (last minus first) are reported,
+    the steps summing to the whole."""
+
+    text: str
+    steps: list[Annotated[dict[str, Any], AfterValidator(_dotted_keys)]] = Field(min_length=2)
+    suite: str = "in_domain"
+
+
 class GridConfig(Strict):
     """An ablation grid: dotted-key overrides every point shares (``set``) and the
     keys it varies (``vary``: key -> values); its points are the product of the
@@ -78,6 +90,7 @@ class GridConfig(Strict):
     vary: dict[str, list[Any]]
     exclude: list[Annotated[dict[str, Any], AfterValidator(_dotted_keys)]] = []
     claims: list[ClaimConfig] = []
+    decompose: DecompositionConfig | None = None
 
     @field_validator("vary")
     @classmethod
@@ -111,6 +124,11 @@ class GridConfig(Strict):
                 self._names_a_value(f"claims[{i}].{side}", getattr(claim, side), problems)
             if claim.better == claim.than:
                 problems.append(f"claims[{i}]: better and than are the same setting")
+        steps = self.decompose.steps if self.decompose is not None else []
+        for i, step in enumerate(steps):
+            self._names_a_value(f"decompose.steps[{i}]", step, problems)
+            if i and step == steps[i - 1]:
+                problems.append(f"decompose.steps[{i}]: the same setting as the step before")
         if not problems:  # every exclude leaves a point out, every claim's side keeps one
             combos = [dict(zip(self.vary, chosen)) for chosen in itertools.product(*self.vary.values())]
             def matches(combo: dict[str, Any], setting: dict[str, Any]) -> bool:
@@ -125,6 +143,9 @@ class GridConfig(Strict):
                 for side in ("better", "than"):
                     if kept and not any(matches(c, getattr(claim, side)) for c in kept):
                         problems.append(f"claims[{i}].{side}: every point it names is excluded")
+            for i, step in enumerate(steps):
+                if kept and not any(matches(c, step) for c in kept):
+                    problems.append(f"decompose.steps[{i}]: every point it names is excluded")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -157,6 +157,62 @@ def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[st
                    describe(claim.better), describe(claim.than), len(diffs), mean, low, high, tuple(diffs))
 
 
+@dataclass(frozen=True)
+class Decomposition:
+    """A grid's ``decompose``: each step (a setting minus the one before) judged like a claim,
+    what changes in the resolved params at each step, and the whole (last minus first)."""
+
+    grid: str
+    text: str
+    labels: tuple[str, ...]  # the settings, in order
+    steps: tuple[Verdict, ...]  # labels[i + 1] minus labels[i]
+    changes: tuple[tuple[str, ...], ...]  # per step, ``key: old -> new`` of the resolved params
+    whole: Verdict  # labels[-1] minus labels[0]
+
+
+def decompose(grid: str, spec: Any, points: Sequence[FlowPoint], trials: Mapping[str, Any],
+              params: Mapping[str, Mapping[str, Any]]) -> Decomposition:
+    """``spec`` (a ``DecompositionConfig``) measured from ``points``; ``params``: run -> its resolved
+    params (``resolved_params``), from which each step's changes are read (the first seed's)."""
+    from mage_core.config.ablations import changes
+    from mage_core.config.pipeline import ClaimConfig
+
+    describe = lambda values: ", ".join(f"{k}={v}" for k, v in values.items())  # noqa: E731
+    labels = tuple(describe(step) for step in spec.steps)
+
+    def first(values: Mapping[str, Any]) -> FlowPoint:
+        return min((p for p in points if _matches(p, values)), key=lambda p: str(p.seed))
+
+    steps, changed = [], []
+    for before, after in zip(spec.steps, spec.steps[1:]):
+        text = f"{describe(after)} minus {describe(before)}"
+        steps.append(judge(grid, ClaimConfig(text=text, better=after, than=before, suite=spec.suite), points, trials))
+        changed.append(tuple(changes(params[first(before).run], params[first(after).run])))
+    whole = judge(grid, ClaimConfig(text=f"{labels[-1]} minus {labels[0]}", better=spec.steps[-1],
+                                    than=spec.steps[0], suite=spec.suite), points, trials)
+    return Decomposition(grid, spec.text, labels, tuple(steps), tuple(changed), whole)
+
+
+def decomposition_markdown(d: Decomposition) -> str:
+    """The steps of ``d`` as a table, then the whole; the steps' means sum to the whole's (paired
+    on the same tasks, per seed)."""
+    from mage_core.evaluation.aggregate import markdown_table
+
+    def cells(v: Verdict) -> list[str]:
+        seeds = ", ".join(f"{x:+.3f}" for x in v.per_seed) if v.seeds > 1 else "1 seed (interval over its tasks)"
+        sign = "above 0" if v.low > 0 else "below 0" if v.high < 0 else "across 0"
+        return [f"{v.mean:+.3f} [{v.low:+.3f}, {v.high:+.3f}]", seeds, sign]
+
+    rows = [[f"{i + 1}. {d.labels[i]} -> {d.labels[i + 1]}", "; ".join(c) or "nothing (the same params)", *cells(v)]
+            for i, (v, c) in enumerate(zip(d.steps, d.changes))]
+    rows.append([f"whole: {d.labels[0]} -> {d.labels[-1]}", "every step's", *cells(d.whole)])
+    total = sum(v.mean for v in d.steps)
+    return (f"**{d.text}** ({d.steps[0].measure}, final episode, {d.steps[0].suite}; each step is the later setting "
+            "minus the earlier, paired by task within each training seed, 95% t-interval over the seeds):\n\n"
+            + markdown_table(["step", "what changes (resolved params)", "difference [95%]", "per seed", "sign"], rows)
+            + f"\nThe steps sum to {total:+.3f}, the whole's {d.whole.mean:+.3f}.\n")
+
+
 def seeds_table(numbers: Any, points: Sequence[FlowPoint]) -> tuple[Any, str]:
     """Every setting's final-episode measure over its seeds: mean, sample std, range."""
     import pandas as pd
@@ -268,8 +324,11 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
     from mage_core.evaluation.aggregate import ablation_table
     from mage_core.evaluation.run_tables import load_runs
 
+    from mage_core.config.ablations import ablation_runs, resolved_params
+
     cfg = parse_config(dict(data), source)
     grids = flow_points(data, source)
+    decompositions: list[Decomposition] = []
     eval_root, train_root = project / "artifacts" / "eval", project / "artifacts" / "train"
     verdicts: list[Verdict] = []
     rows = []
@@ -287,6 +346,18 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
         trials = {p.run: pd.read_parquet(eval_root / p.run / "trials.parquet") for p in points}
         mine = [judge(grid, claim, points, trials) for claim in cfg.sweep.grids[grid].claims]
         verdicts += mine
+        spec = cfg.sweep.grids[grid].decompose
+        parts: list[str] = []
+        if spec is not None:
+            runs = ablation_runs(data, source)
+            params = {p.run: resolved_params(data, runs[f"{grid}-{p.point}"]) for p in points}
+            found = decompose(grid, spec, points, trials, params)
+            decompositions.append(found)
+            parts = ["\n## Decomposition\n", decomposition_markdown(found)]
+            write_text_atomic(out / grid / "decomposition.csv", pd.DataFrame(
+                [{"step": i + 1, "from": found.labels[i], "to": found.labels[i + 1], "changes": "; ".join(c),
+                  "mean": v.mean, "low": v.low, "high": v.high, "seeds": v.seeds}
+                 for i, (v, c) in enumerate(zip(found.steps, found.changes))]).to_csv(index=False))
         folder = out / grid
         reused = [f"`{p.point}` is `{p.run}`" for p in points if p.run != f"{grid}-{p.point}"]
         lines = [f"# Ablation {grid} (the reproduction's)\n",
@@ -294,7 +365,7 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                  + (", ".join(f"`{k}={v}`" for k, v in cfg.sweep.grids[grid].set.items()) or "none")
                  + ". Every point played the report sets of Table 1 (`evaluation.seed`); intervals are 95%."
                  + (f" Points that are another run: {'; '.join(reused)}." if reused else "") + "\n",
-                 "## Claims\n", verdicts_markdown(mine, with_grid=False) if mine else "No claim listed.\n",
+                 "## Claims\n", verdicts_markdown(mine, with_grid=False) if mine else "No claim listed.\n", *parts,
                  "\n## Settings over training seeds (final episode, report set, in-domain)\n", seeds_md,
                  "\n## Points\n", table, f"\n![{grid}](figure.png)\n"]
         write_text_atomic(folder / "summary.md", "\n".join(lines))
@@ -306,11 +377,12 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                      "verdict": v.verdict})
     columns = ["grid", "claim", "suite", "measure", "better", "than", "seeds", "mean", "low", "high", "verdict"]
     write_text_atomic(out / "verdicts.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))
-    write_text_atomic(out / "section.md", section_markdown(grids, verdicts))
+    write_text_atomic(out / "section.md", section_markdown(grids, verdicts, decompositions))
     return verdicts
 
 
-def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequence[Verdict]) -> str:
+def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequence[Verdict],
+                     decompositions: Sequence[Decomposition] = ()) -> str:
     """The report's ablation section (``reports/report.md``)."""
     if not grids:
         return ("## Ablations (the paper's section 4.4)\n\nNot run: `reproduce.ablations` names no grid "
@@ -322,4 +394,5 @@ def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequenc
             "minus than, paired by task within each training seed; the interval is over the seeds (Student's t), or "
             "over one seed's tasks where a grid has one seed. Per grid: `reports/paper-ablations/<grid>/summary.md` "
             "and its figure.\n\n" + (verdicts_markdown(verdicts) if verdicts else "No grid lists a claim.\n")
+            + "".join(f"\n### {d.grid}: decomposition\n\n" + decomposition_markdown(d) for d in decompositions)
             + "\n" + "".join(f"![{grid}](paper-ablations/{grid}/figure.png)\n" for grid in grids))

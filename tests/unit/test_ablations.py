@@ -14,8 +14,8 @@ import yaml
 
 from mage_core.config import ConfigError, parse_config, run_values
 from mage_core.config.ablations import ablation_runs
-from mage_core.config.pipeline import ClaimConfig
-from mage_core.stages.ablations import FlowPoint, judge, t975
+from mage_core.config.pipeline import ClaimConfig, DecompositionConfig
+from mage_core.stages.ablations import FlowPoint, decompose, decomposition_markdown, judge, t975
 from mage_core.stages.dvc_runs import run_inputs
 
 pytestmark = pytest.mark.unit
@@ -163,3 +163,33 @@ def test_exclude_leaves_points_out_and_names_a_bad_entry() -> None:
              "than": {"algorithm.grouping": "non_stationary"}}
     with pytest.raises(ConfigError, match=r"claims\[0\].better: every point it names is excluded"):
         parse_config(with_grids(g={**grid, "claims": [claim]}), "test")
+
+
+def test_a_decomposition_takes_the_whole_apart_step_by_step() -> None:
+    # Kuhn, two seeds, two tasks. lamer -> cum -> mage; finals by (setting, seed):
+    finals = {("lamer", 0): [0, 0], ("cum", 0): [1, 0], ("mage", 0): [1, 2],
+              ("lamer", 1): [1, 1], ("cum", 1): [1, 1], ("mage", 1): [2, 1]}
+    points = [FlowPoint("rd", f"{m}-{s}", {"algorithm.preset": m, "seed": s}, f"run-{m}-{s}", "kuhn_poker", m)
+              for m, s in finals]
+    tables = {f"run-{m}-{s}": trials(v, [11, 12]) for (m, s), v in finals.items()}
+    # the resolved params of each run: only reward_variant differs, and the seed (left out)
+    params = {f"run-{m}-{s}": {"algorithm.preset": m, "seed": s, "algorithm.reward_variant": m, "train.iterations": 5}
+              for m, s in finals}
+    spec = DecompositionConfig(text="mage against lamer", steps=[{"algorithm.preset": "lamer"},
+                                                                 {"algorithm.preset": "cum"},
+                                                                 {"algorithm.preset": "mage"}])
+    found = decompose("rd", spec, points, tables, params)
+    # step 1, cum - lamer: seed 0 mean(1, 0) = 0.5, seed 1 mean(0, 0) = 0; step 2, mage - cum: seed 0
+    # mean(0, 2) = 1, seed 1 mean(1, 0) = 0.5; the whole, mage - lamer: seed 0 1.5, seed 1 0.5
+    assert [v.per_seed for v in found.steps] == [(0.5, 0.0), (1.0, 0.5)]
+    assert found.whole.per_seed == (1.5, 0.5)
+    assert sum(v.mean for v in found.steps) == pytest.approx(found.whole.mean) == pytest.approx(1.0)
+    assert found.changes == (("algorithm.reward_variant: lamer -> cum",), ("algorithm.reward_variant: cum -> mage",))
+    text = decomposition_markdown(found)
+    assert "The steps sum to +1.000, the whole's +1.000." in text
+    assert "1. algorithm.preset=lamer -> algorithm.preset=cum | algorithm.reward_variant: lamer -> cum" in text
+    # a step that names an excluded or unknown setting is stopped by the grid's validation
+    grid = {"set": {"env.name": "kuhn_poker"}, "vary": {"algorithm.preset": ["mage", "lamer"]},
+            "decompose": {"text": "x", "steps": [{"algorithm.preset": "lamer"}, {"algorithm.preset": "grpo"}]}}
+    with pytest.raises(ConfigError, match=r"decompose.steps\[1\]: algorithm.preset='grpo' is not one of its values"):
+        parse_config(with_grids(g=grid), "test")
