@@ -117,7 +117,7 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
         raise ConfigError("command line", [f"name a grid of sweep.grids ({grids}) or give --vary KEY=[v1, v2]"])
     named = base.sweep.grids[grid] if grid is not None else GridConfig(vary=extra)
     problems = [f"--vary {key}: already varied by grid {grid}" for key in extra if grid is not None and key in named.vary]
-    spec = GridConfig(set=named.set, vary={**named.vary, **extra})
+    spec = GridConfig(set=named.set, vary={**named.vary, **extra}, exclude=named.exclude)
     label = name or grid or "custom"
     if not _NAME.match(label):
         problems.append(f"--name {label!r}: use lower-case letters, digits and _")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mage_core.config import ConfigError, load_config
+from mage_core.config import ConfigError, load_config, parse_config
 from mage_core.config.ablations import point_names
 from mage_core.stages.sweep import local_concurrency, parse_vary, plan
 
@@ -188,3 +188,24 @@ def test_the_summary_shows_hand_two_after_what_hand_one_revealed(tmp_path: Path)
     assert "#### Does hand 2 use what hand 1 showed?" in lines
     assert f"| {first.name} | in_domain | not revealed | 0.500 | — | — | 0.750 |" in lines
     assert f"| {first.name} | in_domain | tight_caller | 0.900 | 0.200 | 0.100 | 0.750 |" in lines
+
+
+@pytest.mark.parametrize("grid", ["reward_design", "reward_design_webshop", "population", "grouping", "anchor"])
+def test_mage_sweep_and_the_reproduction_train_every_point_alike(grid: str) -> None:
+    """A paper grid's point, as `mage sweep GRID` writes its workspace and as `mage reproduce` runs it
+    (reproduce.ablations): the same points (exclude honoured), the same resolved training and
+    evaluation config (the digest a checkpoint resumes on), so the same results."""
+    from mage_core.config import run_data
+    from mage_core.config.ablations import ablation_runs
+    from mage_core.stages.train_resume import config_digest
+
+    sweep = plan(PARAMS, grid)
+    data = yaml.safe_load(PARAMS.read_text())
+    data["reproduce"]["ablations"] = [grid]
+    flow = ablation_runs(data)
+    assert [f"{grid}-{p.name}" for p in sweep.points] == list(flow)
+    for point in sweep.points:
+        swept = parse_config(run_data(point.params, point.name, "sweep"), "sweep")
+        reproduced = parse_config(run_data(data, f"{grid}-{point.name}", "flow"), "flow")
+        assert config_digest(swept) == config_digest(reproduced), point.name
+        assert swept.evaluation == reproduced.evaluation and swept.reproduce.eval_per_pair == reproduced.reproduce.eval_per_pair
