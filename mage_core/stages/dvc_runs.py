@@ -89,13 +89,18 @@ def run_inputs(data: Mapping[str, Any], source: str = "params.yaml",
     return out
 
 
-def warm_starts(data: Mapping[str, Any], source: str = "params.yaml",
-                code: bool = False) -> dict[str, dict[str, Any]]:
-    """Task -> ``{"inputs", "out"}`` for every task of ``warm_start.tasks``: the ``sft@<task>``
-    stages; with ``code``, also its ``code`` manifest."""
+def warm_starts(data: Mapping[str, Any], source: str = "params.yaml", code: bool = False,
+                runs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Task -> ``{"inputs", "out"}`` for every task of ``warm_start.tasks`` that a run trains on
+    (``runs``: ``run_inputs(data)``, computed when not given): the ``sft@<task>`` stages (a warm
+    start no run starts from, as in a profile of a few runs, is no stage); with ``code``, also its
+    ``code`` manifest."""
     cfg = parse_config(dict(data), source)
+    used = {run["env"] for run in (run_inputs(data, source) if runs is None else runs).values()}
     out: dict[str, dict[str, Any]] = {}
     for name in cfg.warm_start.tasks:
+        if name not in used:
+            continue
         one = parse_config(warm_start_data(dict(data), name, source), f"{source} as the warm start of {name}")
         out[name] = {"inputs": task_inputs(one), "out": f"{cfg.warm_start.output_dir}/{name}"}
         if code:
@@ -112,7 +117,8 @@ def data_tasks(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def render(data: Mapping[str, Any], source: str = "params.yaml") -> str:
     """The text of ``dvc.runs.yaml`` for params ``data``."""
-    files = {KEY: run_inputs(data, source, code=True), WARM_KEY: warm_starts(data, source, code=True),
+    runs = run_inputs(data, source, code=True)
+    files = {KEY: runs, WARM_KEY: warm_starts(data, source, code=True, runs=runs),
              DATA_KEY: data_tasks(data), REPORT_KEY: manifest_path("report", None),
              ABLATIONS_KEY: manifest_path("ablations", None)}
     return HEADER + yaml.safe_dump(files, sort_keys=False, default_flow_style=False, width=120)

@@ -168,3 +168,12 @@ def test_validate_of_a_params_file_outside_a_project_checks_no_stage_file(tmp_pa
     shutil.copy2(ROOT / "params.yaml", tmp_path / "params.yaml")  # no dvc.yaml beside it
     assert validate(str(tmp_path / "params.yaml")) == 0
     assert not (tmp_path / "dvc.runs.yaml").exists()
+
+
+def test_a_warm_start_no_run_starts_from_is_no_stage() -> None:
+    data = _params()
+    data["reproduce"]["runs"] = {"poker": {"env": "kuhn_poker", "method": "mage"}}
+    assert "webshop" in data["warm_start"]["tasks"]  # listed, yet no run trains on webshop
+    assert dvc_runs.warm_starts(data) == {}
+    data["reproduce"]["runs"]["shop"] = {"env": "webshop", "method": "react"}
+    assert list(dvc_runs.warm_starts(data)) == ["webshop"]
