@@ -20,11 +20,13 @@ import yaml
 pytestmark = pytest.mark.integration
 
 SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
-              "sokoban-memento"]
+              "sokoban-memento",
+              # the smoke_ablation grid's points (its mage-0 is kuhn_poker-mage, trained once)
+              "smoke_ablation-mage-1", "smoke_ablation-ablation_cumulative-0", "smoke_ablation-ablation_cumulative-1"]
 #: The smoke profile's stages in the flow's order: the code manifests and data first, then training,
-#: evaluation, the report.
+#: evaluation, the ablations' summary, the report.
 SMOKE_STAGES = (["code", "data@webshop", "data@alfworld", "sft@sokoban"] + [f"train@{r}" for r in SMOKE_RUNS]
-                + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["report"])
+                + [f"evaluate@{r}" for r in SMOKE_RUNS] + ["ablations", "report"])
 
 
 @pytest.fixture(scope="module")
