@@ -304,6 +304,8 @@ def run(params: str, out: str = str(OUT_DIR), overrides: Sequence[str] = ()) -> 
     verdicts = summarize(Path.cwd(), out_dir, data, params)
     if cfg.tracking.mlflow:
         with open_mlflow_run("ablations", cfg.tracking.experiment, None, Path.cwd()) as tracker:
+            tracker.extra("the ablation views", lambda: tag_points(tracker.client, tracker.experiment_id,
+                                                                    flow_points(data, params)))
             tracker.log_params({"ablations.grids": ", ".join(cfg.reproduce.ablations) or "none"})
             tracker.log_metrics(0, {f"ablation/{v.grid}/{i}/{name}": getattr(v, name)
                                     for i, v in enumerate(verdicts) for name in ("mean", "low", "high")})
@@ -313,6 +315,27 @@ def run(params: str, out: str = str(OUT_DIR), overrides: Sequence[str] = ()) -> 
                     tracker.log_artifact(path, "paper-ablations" + ("" if folder == "." else f"/{folder}"))
     Console().print(f"ablations summarized in {out_dir} ({len(verdicts)} claim(s) judged)")
     return 0
+
+
+def tag_points(client: Any, experiment_id: str, grids: Mapping[str, Sequence[FlowPoint]]) -> int:
+    """Tag the latest evaluate run of every point's run with ``ablation.<grid>`` = the point's
+    setting (a Table 1 run that is a point of several grids gets one tag per grid), then write
+    each grid's saved view "Ablation <grid>: by setting" (``mage_core.tracking.views``). Returns
+    how many runs were tagged; a point whose run has no evaluate run in the experiment is skipped."""
+    from mage_core.config.ablations import setting_label
+    from mage_core.tracking.views import ablation_tag, ensure_ablation_view
+
+    tagged = 0
+    for grid, points in grids.items():
+        for p in points:
+            found = client.search_runs([experiment_id], f"tags.stage = 'evaluate' AND tags.`mage.run` = '{p.run}'",
+                                       order_by=["attributes.start_time DESC"], max_results=1)
+            if found:
+                client.set_tag(found[0].info.run_id, ablation_tag(grid), setting_label(p.varied, SEED_KEY))
+                tagged += 1
+        if points:
+            ensure_ablation_view(client, experiment_id, grid, points[0].env)
+    return tagged
 
 
 def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "params.yaml") -> list[Verdict]:

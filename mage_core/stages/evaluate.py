@@ -250,9 +250,8 @@ def _track(cfg: Config, policy_dir: Path, out_dir: Path, which: str, n: int, met
         run.log_params({**flatten(cfg.model_dump(mode="json")), "evaluate.policy": str(policy_dir),
                         "evaluate.suites": which, "evaluate.per_opponent_seat": n})
         run.log_metrics(0, metrics)
-        identity = StageIdentity.of("evaluate", cfg, run_name)
         run.extra("the comparison views", lambda: log_comparison(run, metrics, cfg.env.name, cfg.algorithm.preset,
-                                                                 policy_dir, ENV_LABELS, identity.ablation))
+                                                                 policy_dir, ENV_LABELS))
         for name in OUTPUTS:
             run.log_artifact(out_dir / name)
 

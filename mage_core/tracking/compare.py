@@ -9,8 +9,7 @@
   ``mage.model_uri`` (``models:/name/version``), and the run's description (its note in the
   UI) links the version's page;
 - the saved views "Table 1: <environment> by method" and "Table 1: every environment by
-  method" of the experiment (``mage_core.tracking.views``), written if missing or stale; for a
-  point of an ablation grid, "Ablation <grid>: by setting" too.
+  method" of the experiment (``mage_core.tracking.views``), written if missing or stale.
 """
 
 from __future__ import annotations
@@ -24,12 +23,11 @@ NOTE_TAG = "mlflow.note.content"  # the run's description in the UI (markdown)
 
 
 def log_comparison(run: Any, metrics: Mapping[str, float], env: str, method: str, policy: Path,
-                   labels: Mapping[str, str] | None = None, ablation: str | None = None) -> dict[str, float]:
+                   labels: Mapping[str, str] | None = None) -> dict[str, float]:
     """Log the comparison keys, the model link and the views (module docstring) on ``run``
-    (an ``MlflowTracker``), and for a point of an ablation grid that grid's view; returns the
-    ``table1/*`` metrics logged."""
+    (an ``MlflowTracker``); returns the ``table1/*`` metrics logged."""
     from mage_core.tracking.registry import find_version, model_uri, version_link
-    from mage_core.tracking.views import ensure_ablation_view, ensure_table1_views
+    from mage_core.tracking.views import ensure_table1_views
 
     table1 = table1_metrics(metrics)
     run.log_metrics(0, table1)
@@ -42,6 +40,4 @@ def log_comparison(run: Any, metrics: Mapping[str, float], env: str, method: str
                       NOTE_TAG: f"Evaluates the registered model {version_link(name, version)} "
                                 f"(`{model_uri(name, version)}`), policy `{policy}`."})
     ensure_table1_views(run.client, run.experiment_id, [env], labels)
-    if ablation is not None:
-        ensure_ablation_view(run.client, run.experiment_id, ablation, env)
     return table1

@@ -33,25 +33,18 @@ PARENT_RUN_ID_ENV = "MAGE_MLFLOW_PARENT_RUN_ID"
 class StageIdentity:
     """What a stage run ran: its stage (``train``, ``evaluate``, ``report``, ...) and, for a
     run of one configuration, its environment, method (``algorithm.preset``), seed and
-    the name of its run in ``reproduce.runs`` (or sweep point), if any; for a point of a grid of
-    ``reproduce.ablations``, the grid and its setting (tags ``ablation.grid``, ``ablation.setting``)."""
+    the name of its run in ``reproduce.runs`` (or sweep point), if any."""
 
     stage: str
     env: str | None = None
     method: str | None = None
     seed: int | None = None
     run: str | None = None
-    ablation: str | None = None  # the grid of reproduce.ablations the run is a point of
-    setting: str | None = None  # that point's varied values but the seed (``setting_label``)
 
     @classmethod
     def of(cls, stage: str, cfg: Any, run: str | None = None) -> StageIdentity:
         """The identity of ``stage`` run on config ``cfg`` (``mage_core.config.Config``)."""
-        from mage_core.config.ablations import point_of, setting_label
-
-        point = point_of(cfg, run)
-        return cls(stage, cfg.env.name, cfg.algorithm.preset, cfg.seed, run,
-                   point[0] if point else None, setting_label(point[1]) if point else None)
+        return cls(stage, cfg.env.name, cfg.algorithm.preset, cfg.seed, run)
 
     @property
     def dvc_stage(self) -> str:
@@ -60,8 +53,7 @@ class StageIdentity:
 
     def tags(self) -> dict[str, str]:
         values = {"stage": self.stage, "env": self.env, "method": self.method,
-                  "seed": None if self.seed is None else str(self.seed), "mage.run": self.run,
-                  "ablation.grid": self.ablation, "ablation.setting": self.setting}
+                  "seed": None if self.seed is None else str(self.seed), "mage.run": self.run}
         return {k: v for k, v in values.items() if v is not None}
 
     def name(self) -> str:

@@ -119,15 +119,21 @@ def ablation_view_name(grid: str) -> str:
     return f"Ablation {grid}: by setting"
 
 
+def ablation_tag(grid: str) -> str:
+    """The tag ``mage ablations`` puts on the evaluate run of every point of ``grid`` (a Table 1
+    run a point reuses included): the point's setting, its varied values but the seed."""
+    return f"ablation.{grid}"
+
+
 def ablation_view_state(grid: str, env: str) -> dict[str, Any]:
     """The page state of the view of ablation grid ``grid`` (its points play ``env``): the evaluate
-    runs tagged ``ablation.grid = grid``, grouped by ``ablation.setting`` (a setting's seeds
-    averaged), with Table 1's columns and charts."""
+    runs tagged ``ablation.<grid>``, grouped by that tag (a setting's seeds averaged), with Table
+    1's columns and charts."""
     state = table1_view_state(env)
-    state["searchFilter"] = f"tags.stage = 'evaluate' AND tags.`ablation.grid` = '{grid}'"
-    state["groupBy"] = {"aggregateFunction": "average",
-                        "groupByKeys": [{"mode": "tag", "groupByData": "ablation.setting"}]}
-    setting = "tags.`ablation.setting`"
+    tag = ablation_tag(grid)
+    state["searchFilter"] = f"tags.stage = 'evaluate' AND tags.`{tag}` LIKE '%'"
+    state["groupBy"] = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]}
+    setting = f"tags.`{tag}`"
     state["selectedColumns"] = [setting, *state["selectedColumns"]]
     state["columnOrder"] = [c for c in state["columnOrder"] if not c.startswith("tags.")] + [
         setting, *(c for c in state["columnOrder"] if c.startswith("tags."))]

@@ -89,6 +89,19 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     assert client.search_model_versions("name = 'mage-kuhn_poker-a_mem'") == []
     assert "eval/in_domain/all/chips_ep3" in children["evaluate@kuhn_poker-mage"].data.metrics
     assert parent.data.metrics["flow/stages/executed"] == len(SMOKE_STAGES)
+    # The grid's saved view: every point's evaluate run, the Table 1 run its mage-0 is included,
+    # tagged with its setting by the ablations stage, grouped by that tag.
+    from mage_core.tracking.views import VIEW_TAG_PREFIX, ablation_view_id, read_envelope, read_state
+
+    experiment = client.get_experiment(train_run.info.experiment_id)
+    view = read_envelope(experiment.tags[VIEW_TAG_PREFIX + ablation_view_id("smoke_ablation")])
+    assert view is not None and view["name"] == "Ablation smoke_ablation: by setting"
+    in_view = client.search_runs([experiment.experiment_id], read_state(view)["searchFilter"])
+    assert sorted((r.data.tags["mage.run"], r.data.tags["ablation.smoke_ablation"]) for r in in_view) == [
+        ("kuhn_poker-mage", "algorithm.preset=mage"),
+        ("smoke_ablation-ablation_cumulative-0", "algorithm.preset=ablation_cumulative"),
+        ("smoke_ablation-ablation_cumulative-1", "algorithm.preset=ablation_cumulative"),
+        ("smoke_ablation-mage-1", "algorithm.preset=mage")]
 
     # A second run finds everything up to date: nothing runs, no new stage runs.
     second = reproduce(str(workspace))
