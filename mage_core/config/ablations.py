@@ -130,6 +130,7 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
     problems: list[str] = []
     out: dict[str, AblationRun] = {}
     seen: dict[str, str] = {}  # canonical params -> the first run (<grid>-<point>) that has them
+    suites_checked: set[str] = set()
     for grid in cfg.reproduce.ablations:
         for point, varied, values in grid_points(cfg.sweep.grids[grid]):
             name = run_name(grid, point)
@@ -165,6 +166,15 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
                 reuses = out[first].reuses or first
             seen.setdefault(canonical, name)
             out[name] = AblationRun(name, grid, point, varied, one.env.name, one.algorithm.preset, reuses, applied)
+            if grid not in suites_checked:  # a claim's suite is one the grid's evaluations play (its first point's)
+                suites_checked.add(grid)
+                spec = cfg.sweep.grids[grid]
+                suites = {"in_domain", *(getattr(one.evaluation.ood, one.env.name, None) or {})}
+                named = [(f"claims[{i}]", c.suite) for i, c in enumerate(spec.claims)]
+                named += [("decompose", spec.decompose.suite)] if spec.decompose is not None else []
+                problems += [f"reproduce.ablations: grid {grid}: {what}.suite {suite!r} is not a suite its "
+                             f"evaluation plays ({', '.join(sorted(suites))})" for what, suite in named
+                             if suite not in suites]
     if problems:
         raise ConfigError(source, problems)
     return out

@@ -99,12 +99,21 @@ def _matches(point: FlowPoint, values: Mapping[str, Any]) -> bool:
     return all(key in point.varied and repr(point.varied[key]) == repr(value) for key, value in values.items())
 
 
+def trial_suite(suite: str) -> str:
+    """A claim's suite (``in_domain``, or an out-of-domain suite's name as ``evaluation.ood`` names
+    it) as the trial tables name it (``ood_<name>``)."""
+    from mage_core.evaluation.suites import IN_DOMAIN, OOD_PREFIX
+
+    return suite if suite == IN_DOMAIN or suite.startswith(OOD_PREFIX) else OOD_PREFIX + suite
+
+
 def final_values(trials: Any, suite: str, column: str) -> Any:
-    """One row per meta-episode of ``suite``: its task seed and ``column`` of its last played
-    episode (a meta-episode stopped early counts its last played episode)."""
+    """One row per meta-episode of ``suite`` (a claim's suite name, ``trial_suite``): its task seed
+    and ``column`` of its last played episode (a meta-episode stopped early counts its last
+    played episode)."""
     from mage_core.evaluation.paired import META_EPISODE
 
-    rows = trials[trials.suite == suite].sort_values([*META_EPISODE, "episode"])
+    rows = trials[trials.suite == trial_suite(suite)].sort_values([*META_EPISODE, "episode"])
     last = rows.groupby(META_EPISODE, sort=True).tail(1)
     return last.set_index(META_EPISODE)[["task_seed", column]].astype({column: float})
 

@@ -193,3 +193,20 @@ def test_a_decomposition_takes_the_whole_apart_step_by_step() -> None:
             "decompose": {"text": "x", "steps": [{"algorithm.preset": "lamer"}, {"algorithm.preset": "grpo"}]}}
     with pytest.raises(ConfigError, match=r"decompose.steps\[1\]: algorithm.preset='grpo' is not one of its values"):
         parse_config(with_grids(g=grid), "test")
+
+
+def test_a_claim_names_a_suite_the_grid_plays_and_reads_it_under_its_trial_name() -> None:
+    grid = {"set": {"env.name": "tic_tac_toe"}, "vary": {"population.tic_tac_toe": ["balanced", "fixed_mcts"]},
+            "claims": [{"text": "x", "better": {"population.tic_tac_toe": "balanced"},
+                        "than": {"population.tic_tac_toe": "fixed_mcts"}, "suite": "mcts_100"}]}
+    with pytest.raises(ConfigError) as caught:
+        ablation_runs(with_grids(g=grid))
+    assert caught.value.problems == ["reproduce.ablations: grid g: claims[0].suite 'mcts_100' is not a suite its "
+                                     "evaluation plays (in_domain, mcts_1000)"]
+    grid["claims"][0]["suite"] = "mcts_1000"
+    assert len(ablation_runs(with_grids(g=grid))) == 2
+    # the trial tables name an out-of-domain suite ood_<name>
+    points = [FlowPoint("g", p, {"population.tic_tac_toe": p}, p, "tic_tac_toe", "mage") for p in ("balanced", "fixed_mcts")]
+    tables = {"balanced": trials([1, 1], [1, 2], suite="ood_mcts_1000"), "fixed_mcts": trials([0, 1], [1, 2], suite="ood_mcts_1000")}
+    verdict = judge("g", ClaimConfig(**grid["claims"][0]), points, tables)
+    assert verdict.suite == "mcts_1000" and verdict.mean == pytest.approx(0.5)
