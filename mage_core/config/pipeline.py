@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
@@ -58,13 +58,15 @@ def _dotted_keys(values: Mapping[str, Any]) -> Mapping[str, Any]:
 class ClaimConfig(Strict):
     """A claim of the paper a grid tests: the setting it says does better (``better``: varied
     key -> value, the seed left out) than another (``than``), on a suite (``in_domain`` or an
-    out-of-domain suite's name), by the final episode's headline measure (chips on Kuhn Poker,
-    success elsewhere). The verdict rests on the paired difference per training seed."""
+    out-of-domain suite's name), by the final episode's ``measure``. The verdict rests on the paired difference per training seed."""
 
     text: str
     better: Annotated[dict[str, Any], AfterValidator(_dotted_keys)]
     than: Annotated[dict[str, Any], AfterValidator(_dotted_keys)]
     suite: str = "in_domain"
+    #: headline: chips on Kuhn Poker, success elsewhere; draw: the draw rate (against a player that
+    #: cannot be beaten, such as MCTS-1000, the paper reads draws).
+    measure: Literal["headline", "success", "draw"] = "headline"
 
 
 class DecompositionConfig(Strict):

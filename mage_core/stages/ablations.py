@@ -147,7 +147,8 @@ def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[st
     if set(better) != set(than):
         raise ValueError(f"{label}: the two settings were trained from other seeds ({sorted(map(str, better))} "
                          f"against {sorted(map(str, than))}): they cannot be paired")
-    column = headline_measure(next(iter(better.values())).env)
+    measure = getattr(claim, "measure", "headline")
+    column = headline_measure(next(iter(better.values())).env) if measure == "headline" else measure
     diffs, single = [], None
     for seed in better:
         a, b = better[seed], than[seed]
@@ -162,7 +163,7 @@ def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[st
         assert single is not None
         mean, low, high = single[0], single[1], single[2]
     describe = lambda values: ", ".join(f"{k}={v}" for k, v in values.items())  # noqa: E731
-    return Verdict(grid, claim.text, claim.suite, "chips" if column == "score" else "success",
+    return Verdict(grid, claim.text, claim.suite, "chips" if column == "score" else column,
                    describe(claim.better), describe(claim.than), len(diffs), mean, low, high, tuple(diffs))
 
 

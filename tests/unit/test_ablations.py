@@ -210,3 +210,15 @@ def test_a_claim_names_a_suite_the_grid_plays_and_reads_it_under_its_trial_name(
     tables = {"balanced": trials([1, 1], [1, 2], suite="ood_mcts_1000"), "fixed_mcts": trials([0, 1], [1, 2], suite="ood_mcts_1000")}
     verdict = judge("g", ClaimConfig(**grid["claims"][0]), points, tables)
     assert verdict.suite == "mcts_1000" and verdict.mean == pytest.approx(0.5)
+
+
+def test_a_claim_can_read_draws() -> None:
+    points = [FlowPoint("g", p, {"population.tic_tac_toe": p}, p, "tic_tac_toe", "mage") for p in ("balanced", "fixed")]
+    tables = {p: trials([0, 0], [1, 2], suite="ood_mcts_1000") for p in ("balanced", "fixed")}
+    tables["balanced"].loc[tables["balanced"].episode == 2, "draw"] = [True, True]  # no win, two draws
+    tables["fixed"].loc[tables["fixed"].episode == 2, "draw"] = [True, False]
+    claim = ClaimConfig(text="x", better={"population.tic_tac_toe": "balanced"},
+                        than={"population.tic_tac_toe": "fixed"}, suite="mcts_1000", measure="draw")
+    verdict = judge("g", claim, points, tables)
+    assert (verdict.measure, verdict.mean) == ("draw", pytest.approx(0.5))
+    assert judge("g", ClaimConfig(**{**claim.model_dump(), "measure": "headline"}), points, tables).mean == 0.0
