@@ -392,6 +392,13 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                   "mean": v.mean, "low": v.low, "high": v.high, "seeds": v.seeds}
                  for i, (v, c) in enumerate(zip(found.steps, found.changes))]).to_csv(index=False))
         folder = out / grid
+        # a point's in-domain suite is its own training population: varied, the rows below differ in
+        # what they average over (weights, or opponents), and only the claims' paired figures compare
+        caveat = ["In-domain is each point's own training population here (the grid varies "
+                  + ", ".join(f"`{k}`" for k in cfg.sweep.grids[grid].vary if k.startswith("population."))
+                  + "): these rows average over different opponents or weights; the claims above compare the "
+                  "settings paired, meta-episode by meta-episode, on the opponents both played, unweighted.\n"] \
+            if any(k.startswith("population.") for k in cfg.sweep.grids[grid].vary) else []
         reused = [f"`{p.point}` is `{p.run}`" for p in points if p.run != f"{grid}-{p.point}"]
         lines = [f"# Ablation {grid} (the reproduction's)\n",
                  f"Varied: {', '.join(f'`{k}`' for k in cfg.sweep.grids[grid].vary)}; shared: "
@@ -399,7 +406,7 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                  + ". Every point played the report sets of Table 1 (`evaluation.seed`); intervals are 95%."
                  + (f" Points that are another run: {'; '.join(reused)}." if reused else "") + "\n",
                  "## Claims\n", verdicts_markdown(mine, with_grid=False) if mine else "No claim listed.\n", *parts,
-                 "\n## Settings over training seeds (final episode, report set, in-domain)\n", seeds_md,
+                 "\n## Settings over training seeds (final episode, report set, in-domain)\n", *caveat, seeds_md,
                  "\n## Points\n", table, f"\n![{grid}](figure.png)\n"]
         write_text_atomic(folder / "summary.md", "\n".join(lines))
         write_text_atomic(folder / "summary.csv", numbers.to_csv(index=False))
