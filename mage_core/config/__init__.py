@@ -331,7 +331,7 @@ def run_values(cfg: Config, run: str) -> dict[str, Any]:
     method, ``reproduce.iterations``, then the run's own ``set``; or one point of a grid of
     ``reproduce.ablations``, named ``<grid>-<point>`` (``mage_core.config.ablations``)."""
     if run not in cfg.reproduce.runs:
-        from mage_core.config.ablations import find
+        from mage_core.config.grids import find
 
         values = find(cfg, run)
         if values is not None:

@@ -332,7 +332,7 @@ def tag_points(client: Any, experiment_id: str, grids: Mapping[str, Sequence[Flo
     setting (a Table 1 run that is a point of several grids gets one tag per grid), then write
     each grid's saved view "Ablation <grid>: by setting" (``mage_core.tracking.views``). Returns
     how many runs were tagged; a point whose run has no evaluate run in the experiment is skipped."""
-    from mage_core.config.ablations import setting_label
+    from mage_core.config.grids import setting_label
     from mage_core.tracking.views import ablation_tag, ensure_ablation_view
 
     tagged = 0

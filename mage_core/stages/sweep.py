@@ -40,7 +40,7 @@ from mage_core.config import (
     parse_config,
     run_data,
 )
-from mage_core.config.ablations import RUN_KEYS, grid_points
+from mage_core.config.grids import RUN_KEYS, grid_points
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 SWEEP_ROOT = Path("artifacts") / "sweeps"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from mage_core.config import ConfigError, load_config, parse_config
-from mage_core.config.ablations import point_names
+from mage_core.config.grids import point_names
 from mage_core.stages.sweep import local_concurrency, parse_vary, plan
 
 pytestmark = pytest.mark.unit
