@@ -248,6 +248,21 @@ class Revealing(Protocol):
         ...
 
 
+_REVEALING_TYPES: dict[type, bool] = {}
+
+
+def is_revealing(env: object) -> bool:
+    """``isinstance(env, Revealing)``, decided once per class: a runtime-checkable
+    protocol's ``isinstance`` looks up every member each time (tens of microseconds,
+    once per finished episode of a rollout); an env's ``revealed``/``memory_line``
+    are methods of its class, so the answer is the class's."""
+    cls = type(env)
+    known = _REVEALING_TYPES.get(cls)
+    if known is None:
+        known = _REVEALING_TYPES[cls] = isinstance(env, Revealing)
+    return known
+
+
 def split_index_error(index: int, size: int, what: str) -> ValueError:
     """The error of ``FiniteSplit.reset_to`` past the end: which keys to lower."""
     return ValueError(f"an evaluation set asks for {what} {index + 1} of a split of {size}: each is played once, so "

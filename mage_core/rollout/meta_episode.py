@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
-from mage_core.envs.base import Env, FiniteSplit, Outcome, Revealing
+from mage_core.envs.base import Env, FiniteSplit, Outcome, is_revealing
 from mage_core.envs.rewards import invalid_action_penalty, length_penalty
 from mage_core.rollout.retrieval import MemoryBank
 from mage_core.rollout.context import (
@@ -254,7 +254,7 @@ class MetaEpisode:
         reflects = s.reflect_on == "every" or not success
         summary = final if s.reflections == "summary" and reflects else None
         if s.memory != "none":
-            facts = self.env.revealed() if isinstance(self.env, Revealing) else None
+            facts = self.env.revealed() if is_revealing(self.env) else None
             line = None
             if facts is not None and facts.facts:
                 line = self.env.memory_line(facts, s.style)
