@@ -255,7 +255,7 @@ def test_the_evaluate_flow_reevaluates_without_training(workspace: Path, harness
     (workspace / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     results = evaluate(str(workspace))
     assert [(r["stage"], r["skipped"]) for r in results] == [("code", True)] + [
-        (f"evaluate@{r}", False) for r in SMOKE_RUNS] + [("report", False)]
+        (f"evaluate@{r}", False) for r in SMOKE_RUNS] + [("ablations", False), ("report", False)]
     assert _eval_size(workspace) == 1
     assert {k: v for k, v in _locked(workspace).items() if k.startswith("train@")} == trained
 
