@@ -40,6 +40,7 @@ class AblationRun:
     method: str
     reuses: str | None  # the run (of reproduce.runs, or an earlier grid's) whose params it equals
     values: dict[str, Any] = field(repr=False)  # what run_values applies, env and method included
+    params: dict[str, Any] = field(repr=False, default_factory=dict)  # resolved, dotted key -> value
 
 
 def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[str, AblationRun]:
@@ -71,7 +72,7 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
             if name in cfg.reproduce.runs:
                 problems.append(f"{where}: its run name {name} is also a run of reproduce.runs")
                 continue
-            applied = point_values(cfg, grid, values)
+            applied = point_values(cfg, values)
             try:
                 one = parse_config(apply_values(data, applied, where), where)
             except ConfigError as err:
@@ -98,7 +99,8 @@ def ablation_runs(data: Mapping[str, Any], source: str = "params.yaml") -> dict[
             if reuses is None and first is not None:  # the same run in an earlier grid: trained once
                 reuses = out[first].reuses or first
             seen.setdefault(canonical, name)
-            out[name] = AblationRun(name, grid, point, varied, one.env.name, one.algorithm.preset, reuses, applied)
+            out[name] = AblationRun(name, grid, point, varied, one.env.name, one.algorithm.preset, reuses, applied,
+                                    _flat(one.model_dump(mode="json")))
             if grid not in suites_checked:  # a claim's suite is one the grid's evaluations play (its first point's)
                 suites_checked.add(grid)
                 spec = cfg.sweep.grids[grid]
@@ -123,17 +125,9 @@ def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def resolved_params(data: Mapping[str, Any], run: AblationRun) -> dict[str, Any]:
-    """The params ``run`` trains with, once resolved (presets filled in), as dotted key -> value."""
-    from mage_core.config import apply_values, parse_config
-
-    where = f"reproduce.ablations: grid {run.grid}, point {run.point}"
-    return _flat(parse_config(apply_values(dict(data), run.values, where), where).model_dump(mode="json"))
-
-
 def changes(before: Mapping[str, Any], after: Mapping[str, Any],
             ignore: Sequence[str] = ("algorithm.preset", "seed")) -> list[str]:
-    """What differs between two resolved params (``resolved_params``): ``key: old -> new``, sorted,
+    """What differs between two resolved params (``AblationRun.params``): ``key: old -> new``, sorted,
     the preset's name and the seed left out (a preset is only the values it fills in)."""
     keys = sorted((set(before) | set(after)) - set(ignore))
     return [f"{key}: {before.get(key)} -> {after.get(key)}" for key in keys if before.get(key) != after.get(key)]

@@ -33,25 +33,36 @@ def point_names(combos: Sequence[Mapping[str, Any]]) -> list[str]:
     return names
 
 
+def matches(values: Mapping[str, Any], setting: Mapping[str, Any]) -> bool:
+    """Whether ``values`` (a point's varied values) hold every key -> value of ``setting`` (an
+    ``exclude`` entry, a claim's side, a decomposition step); values compare by ``repr``."""
+    return all(key in values and repr(values[key]) == repr(value) for key, value in setting.items())
+
+
+def combos(vary: Mapping[str, Sequence[Any]], exclude: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The product of the ``vary`` lists, in order, less the combinations an ``exclude`` entry matches."""
+    product = [dict(zip(vary, chosen)) for chosen in itertools.product(*vary.values())]
+    return [c for c in product if not any(matches(c, setting) for setting in exclude)]
+
+
 def grid_points(grid: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """``(point name, varied values, every value: the grid's set, then the varied)`` of each point
     of ``grid`` (a ``GridConfig``), in the product's order, less the points its ``exclude`` names."""
-    combos = [dict(zip(grid.vary, chosen)) for chosen in itertools.product(*grid.vary.values())]
-    combos = [c for c in combos if not any(all(repr(c[k]) == repr(v) for k, v in setting.items())
-                                           for setting in getattr(grid, "exclude", []))]
-    return [(name, combo, {**grid.set, **combo}) for name, combo in zip(point_names(combos), combos)]
+    kept = combos(grid.vary, grid.exclude)
+    return [(name, combo, {**grid.set, **combo}) for name, combo in zip(point_names(kept), kept)]
 
 
 def run_name(grid: str, point: str) -> str:
     return f"{grid}-{point}"
 
 
-def point_values(cfg: Any, grid: str, point_values: Mapping[str, Any]) -> dict[str, Any]:
-    """What makes params one point's run, as ``run_values`` does for a ``reproduce.runs`` entry:
-    its env and method (the point's, else the file's), ``reproduce.iterations``, then the rest."""
-    env = point_values.get("env.name", cfg.env.name)
-    method = point_values.get("algorithm.preset", cfg.algorithm.preset)
-    rest = {k: v for k, v in point_values.items() if k not in RUN_KEYS}
+def point_values(cfg: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes params one point's run (``values``: the grid's set and the point's), as
+    ``run_values`` does for a ``reproduce.runs`` entry: its env and method (the point's, else the
+    file's), ``reproduce.iterations``, then the rest."""
+    env = values.get("env.name", cfg.env.name)
+    method = values.get("algorithm.preset", cfg.algorithm.preset)
+    rest = {k: v for k, v in values.items() if k not in RUN_KEYS}
     return {"env.name": env, "algorithm.preset": method, "train.iterations": cfg.reproduce.iterations, **rest}
 
 
@@ -59,7 +70,7 @@ def find(cfg: Any, run: str) -> dict[str, Any] | None:
     """``run_values`` of ablation run ``run`` of ``cfg`` (None: no grid of ``reproduce.ablations``
     has that point). Cheap: no point is validated here."""
     found = point_of(cfg, run)
-    return point_values(cfg, found[0], found[2]) if found is not None else None
+    return point_values(cfg, found[2]) if found is not None else None
 
 
 def point_of(cfg: Any, run: str | None) -> tuple[str, dict[str, Any], dict[str, Any]] | None:

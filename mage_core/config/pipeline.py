@@ -3,12 +3,12 @@ reproduction trains (dvc.yaml), the ablation grids (``mage sweep``), and MLflow.
 
 from __future__ import annotations
 
-import itertools
 
 from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
+from mage_core.config.grids import combos, matches
 from mage_core.config.tasks import GameName
 from mage_core.schema import PositiveInt, Strict
 
@@ -131,23 +131,16 @@ class GridConfig(Strict):
             self._names_a_value(f"decompose.steps[{i}]", step, problems)
             if i and step == steps[i - 1]:
                 problems.append(f"decompose.steps[{i}]: the same setting as the step before")
-        if not problems:  # every exclude leaves a point out, every claim's side keeps one
-            combos = [dict(zip(self.vary, chosen)) for chosen in itertools.product(*self.vary.values())]
-            def matches(combo: dict[str, Any], setting: dict[str, Any]) -> bool:
-                return all(repr(combo[k]) == repr(v) for k, v in setting.items())
-            kept = [c for c in combos if not any(matches(c, setting) for setting in self.exclude)]
-            for i, setting in enumerate(self.exclude):
-                if not any(matches(c, setting) for c in combos):
-                    problems.append(f"exclude[{i}]: matches no point")
+        if not problems:  # every exclude leaves a point out, every claim's side and step keeps one
+            every, kept = combos(self.vary), combos(self.vary, self.exclude)
+            problems += [f"exclude[{i}]: matches no point" for i, setting in enumerate(self.exclude)
+                         if not any(matches(c, setting) for c in every)]
             if not kept:
                 problems.append("exclude leaves no point")
-            for i, claim in enumerate(self.claims):
-                for side in ("better", "than"):
-                    if kept and not any(matches(c, getattr(claim, side)) for c in kept):
-                        problems.append(f"claims[{i}].{side}: every point it names is excluded")
-            for i, step in enumerate(steps):
-                if kept and not any(matches(c, step) for c in kept):
-                    problems.append(f"decompose.steps[{i}]: every point it names is excluded")
+            named = [(f"claims[{i}].{side}", getattr(c, side)) for i, c in enumerate(self.claims)
+                     for side in ("better", "than")] + [(f"decompose.steps[{i}]", s) for i, s in enumerate(steps)]
+            problems += [f"{where}: every point it names is excluded" for where, setting in named
+                         if kept and not any(matches(c, setting) for c in kept)]
         if problems:
             raise ValueError("; ".join(problems))
         return self

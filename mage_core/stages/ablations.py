@@ -64,12 +64,10 @@ class FlowPoint:
         return self.varied.get(SEED_KEY)
 
 
-def flow_points(data: Mapping[str, Any], source: str = "params.yaml") -> dict[str, list[FlowPoint]]:
-    """Grid -> its points, for every grid of ``reproduce.ablations`` of the raw params ``data``."""
-    from mage_core.config.ablations import ablation_runs
-
+def flow_points(runs: Mapping[str, Any]) -> dict[str, list[FlowPoint]]:
+    """Grid -> its points, from ``ablation_runs`` (``mage_core.config.ablations``) of the params."""
     grids: dict[str, list[FlowPoint]] = {}
-    for name, point in ablation_runs(data, source).items():
+    for name, point in runs.items():
         grids.setdefault(point.grid, []).append(
             FlowPoint(point.grid, point.point, point.varied, point.reuses or name, point.env, point.method))
     return grids
@@ -96,7 +94,9 @@ class Verdict:
 
 
 def _matches(point: FlowPoint, values: Mapping[str, Any]) -> bool:
-    return all(key in point.varied and repr(point.varied[key]) == repr(value) for key, value in values.items())
+    from mage_core.config.grids import matches
+
+    return matches(point.varied, values)
 
 
 def trial_suite(suite: str) -> str:
@@ -147,7 +147,7 @@ def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[st
     if set(better) != set(than):
         raise ValueError(f"{label}: the two settings were trained from other seeds ({sorted(map(str, better))} "
                          f"against {sorted(map(str, than))}): they cannot be paired")
-    measure = getattr(claim, "measure", "headline")
+    measure = claim.measure
     column = headline_measure(next(iter(better.values())).env) if measure == "headline" else measure
     diffs, single = [], None
     for seed in better:
@@ -183,7 +183,7 @@ class Decomposition:
 def decompose(grid: str, spec: Any, points: Sequence[FlowPoint], trials: Mapping[str, Any],
               params: Mapping[str, Mapping[str, Any]]) -> Decomposition:
     """``spec`` (a ``DecompositionConfig``) measured from ``points``; ``params``: run -> its resolved
-    params (``resolved_params``), from which each step's changes are read (the first seed's)."""
+    params (``AblationRun.params``), from which each step's changes are read (the first seed's)."""
     from mage_core.config.ablations import changes
     from mage_core.config.pipeline import ClaimConfig
 
@@ -304,6 +304,7 @@ def run(params: str, out: str = str(OUT_DIR), overrides: Sequence[str] = ()) -> 
     from rich.console import Console
 
     from mage_core.config import apply_overrides, load_config
+    from mage_core.config.ablations import ablation_runs
     from mage_core.tracking.runs import check_tracking, open_mlflow_run
 
     cfg = load_config(params, overrides)  # a bad file is reported here, in full
@@ -311,11 +312,12 @@ def run(params: str, out: str = str(OUT_DIR), overrides: Sequence[str] = ()) -> 
         check_tracking(Path.cwd())
     data = apply_overrides(yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}, overrides)
     out_dir = Path(out)
-    verdicts = summarize(Path.cwd(), out_dir, data, params)
+    runs = ablation_runs(data, params)  # every point resolved and validated once
+    verdicts = summarize(Path.cwd(), out_dir, data, params, runs)
     if cfg.tracking.mlflow:
         with open_mlflow_run("ablations", cfg.tracking.experiment, None, Path.cwd()) as tracker:
             tracker.extra("the ablation views", lambda: tag_points(tracker.client, tracker.experiment_id,
-                                                                    flow_points(data, params)))
+                                                                    flow_points(runs)))
             tracker.log_params({"ablations.grids": ", ".join(cfg.reproduce.ablations) or "none"})
             tracker.log_metrics(0, {f"ablation/{v.grid}/{i}/{name}": getattr(v, name)
                                     for i, v in enumerate(verdicts) for name in ("mean", "low", "high")})
@@ -348,19 +350,21 @@ def tag_points(client: Any, experiment_id: str, grids: Mapping[str, Sequence[Flo
     return tagged
 
 
-def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "params.yaml") -> list[Verdict]:
-    """Every grid of ``reproduce.ablations`` of the raw params ``data``, summarized under ``out``
-    from ``project``'s artifacts (module docstring); returns the verdicts."""
+def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "params.yaml",
+              runs: Mapping[str, Any] | None = None) -> list[Verdict]:
+    """Every grid of ``reproduce.ablations`` of the raw params ``data`` (``runs``: its
+    ``ablation_runs``, resolved here when not given), summarized under ``out`` from ``project``'s
+    artifacts (module docstring); returns the verdicts."""
     import pandas as pd
 
     from mage_core.config import parse_config
     from mage_core.evaluation.aggregate import ablation_table
+    from mage_core.config.ablations import ablation_runs
     from mage_core.evaluation.run_tables import load_runs
 
-    from mage_core.config.ablations import ablation_runs, resolved_params
-
     cfg = parse_config(dict(data), source)
-    grids = flow_points(data, source)
+    runs = ablation_runs(data, source) if runs is None else runs
+    grids = flow_points(runs)
     decompositions: list[Decomposition] = []
     eval_root, train_root = project / "artifacts" / "eval", project / "artifacts" / "train"
     verdicts: list[Verdict] = []
@@ -382,8 +386,7 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
         spec = cfg.sweep.grids[grid].decompose
         parts: list[str] = []
         if spec is not None:
-            runs = ablation_runs(data, source)
-            params = {p.run: resolved_params(data, runs[f"{grid}-{p.point}"]) for p in points}
+            params = {p.run: runs[f"{grid}-{p.point}"].params for p in points}
             found = decompose(grid, spec, points, trials, params)
             decompositions.append(found)
             parts = ["\n## Decomposition\n", decomposition_markdown(found)]
