@@ -17,6 +17,7 @@ without training anything.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from flows.dvc_stages import missing_outputs, stage_graph
 from flows.graph import StageJob, Tracking, run_graph
 
 REPORT_FILES = ("report.md", "table1.md", "per_opponent.md", "adaptation.png", "training_curves.png",
-                "paper-ablations/section.md", "paper-ablations/verdicts.csv")
+                "paper-ablations/section.md", "paper-ablations/verdicts.csv", "cost.md", "cost.csv")
 
 
 def project_settings(project_dir: Path) -> tuple[Tracking | None, int]:
@@ -56,12 +57,18 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
                                      tags={**run_tags(root, None, None), "stage": name})
     jobs = [StageJob(root, stage, stage, tuple(u for u in ups if u in graph), parent.run_id if parent else None)
             for stage, ups in graph.items()]
+    clock = time.perf_counter()
     try:
         results = run_graph(jobs, max_concurrent, tracking)
     except BaseException:
         if parent is not None:
             parent.close("FAILED")
         raise
+    from mage_core.stages.cost import sections, update_costs
+
+    # what each section cost (reports/cost.md): not a DVC output, a run time is not a result
+    update_costs(root, list(stage_graph(root)), results, name, time.perf_counter() - clock,
+                 sections(root / "params.yaml"))
     if parent is not None:
         parent.log_metrics(0, {"flow/stages/executed": sum(not r["skipped"] for r in results),
                                "flow/stages/skipped": sum(r["skipped"] for r in results)})

@@ -261,10 +261,31 @@ def verdicts_markdown(verdicts: Sequence[Verdict], with_grid: bool = True) -> st
     return markdown_table(header, cells)
 
 
-def figure_png(grid: str, numbers: Any, curves: Any, points: Sequence[FlowPoint]) -> bytes:
+#: The exact ceilings drawn over the final-episode bars (``aggregate.CEILING_LABELS``' names).
+BAR_CEILINGS = ("best_fixed", "adaptive")
+
+
+def bar_ceilings(episodes: Any) -> dict[str, float]:
+    """The exact in-domain ceilings every point of a grid shares at its final episode
+    (``BAR_CEILINGS``), label -> value; a ceiling some point lacks, or that differs between
+    points (a grid that varies the population), is left out."""
+    from mage_core.evaluation.aggregate import CEILING_LABELS, IN_DOMAIN
+
+    rows = episodes[(episodes.suite == IN_DOMAIN) & (episodes.group == "all")]
+    rows = rows[rows.episode == rows.groupby("run").episode.transform("max")]
+    out: dict[str, float] = {}
+    for name in BAR_CEILINGS:
+        values = rows[f"ceiling_{name}"].astype(float)
+        if len(values) and values.notna().all() and values.round(9).nunique() == 1:
+            out[CEILING_LABELS[name]] = float(values.iloc[0])
+    return out
+
+
+def figure_png(grid: str, numbers: Any, curves: Any, points: Sequence[FlowPoint],
+               ceilings: Mapping[str, float] | None = None) -> bytes:
     """Figure 5 of the paper for one grid: training curves per setting (mean over seeds of the
     selection-set measure) and the final-episode measure per setting (mean over seeds; each
-    seed a dot)."""
+    seed a dot), under the exact ceilings the points share (``bar_ceilings``: dashed lines)."""
     from mage_core.stages.report_plots import new_figure, png_bytes
 
     setting_of = {p.run: ", ".join(f"{v}" for k, v in p.varied.items() if k != SEED_KEY) or p.point for p in points}
@@ -291,9 +312,16 @@ def figure_png(grid: str, numbers: Any, curves: Any, points: Sequence[FlowPoint]
         right.scatter([i] * len(mine), mine.final, color="black", s=12, zorder=3)
     right.set_xticks(range(len(settings)), settings, rotation=20, ha="right", fontsize="small")
     right.axhline(0.0, color="grey", linewidth=0.8)
+    for j, (label, value) in enumerate((ceilings or {}).items()):
+        right.axhline(value, color="black", linestyle=("--", ":")[j % 2], linewidth=1.0,
+                      label=f"{label} (exact) {value:+.3f}")
+    if ceilings:
+        low, high = right.get_ylim()
+        right.set_ylim(low, max(high, max(ceilings.values()) + 0.08 * (high - low)))
+        right.legend(fontsize="small", loc="lower left", framealpha=0.9)
     headline = numbers.headline.iloc[0] if not numbers.empty else ""
     right.set_ylabel(f"final episode, {headline} (report set)")
-    right.set_title(f"{grid}: final episode (bar: mean over seeds; dots: seeds)")
+    right.set_title(f"{grid}: final episode (bar: seed mean; dots: seeds)")
     return png_bytes(fig)
 
 
@@ -413,7 +441,8 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                  "\n## Points\n", table, f"\n![{grid}](figure.png)\n"]
         write_text_atomic(folder / "summary.md", "\n".join(lines))
         write_text_atomic(folder / "summary.csv", numbers.to_csv(index=False))
-        write_bytes_atomic(folder / "figure.png", figure_png(grid, numbers, tables.curves, points))
+        write_bytes_atomic(folder / "figure.png", figure_png(grid, numbers, tables.curves, points,
+                                                                   bar_ceilings(episodes)))
     for v in verdicts:
         rows.append({"grid": v.grid, "claim": v.claim, "suite": v.suite, "measure": v.measure, "better": v.better,
                      "than": v.than, "seeds": v.seeds, "mean": v.mean, "low": v.low, "high": v.high,

@@ -366,6 +366,10 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         markdown_table(["run", "env", "method", "K", "iterations", "best iteration", "selected on (train.select_on)",
                         "evaluation", "training"], runs),
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
+        "## Cost\n",
+        "What each section of this report cost in stage-minutes (Table 1 per environment, each ablation grid, "
+        "the set-up), as the flow last measured it: [cost.md](cost.md). The flow writes it, not this stage: a run "
+        "time is not a result, and this report is the same bytes on every run.\n",
     ])
 
 

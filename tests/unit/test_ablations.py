@@ -222,3 +222,19 @@ def test_a_claim_can_read_draws() -> None:
     verdict = judge("g", claim, points, tables)
     assert (verdict.measure, verdict.mean) == ("draw", pytest.approx(0.5))
     assert judge("g", ClaimConfig(**{**claim.model_dump(), "measure": "headline"}), points, tables).mean == 0.0
+
+
+def test_the_bars_carry_the_exact_ceilings_only_where_every_point_shares_them() -> None:
+    from mage_core.stages.ablations import bar_ceilings
+
+    def rows(run: str, fixed: float, adaptive: float | None) -> list[dict]:
+        return [{"run": run, "suite": suite, "group": "all", "episode": e, "ceiling_best_fixed": fixed,
+                 "ceiling_adaptive": math.nan if adaptive is None else adaptive + (suite != "in_domain")}
+                for suite in ("in_domain", "ood_paper") for e in (1, 2, 3)]
+
+    same = pd.DataFrame(rows("a", 0.125, 0.238) + rows("b", 0.125, 0.238))
+    assert bar_ceilings(same) == {"best fixed": 0.125, "Bayes-optimal": 0.238}
+    # another population: its best fixed differs, so no line; one point without Bayes: no line
+    other = pd.DataFrame(rows("a", 0.125, 0.238) + rows("b", 0.2, None))
+    assert bar_ceilings(other) == {}
+    assert bar_ceilings(pd.DataFrame(rows("a", 0.125, 0.238) + rows("b", 0.125, None))) == {"best fixed": 0.125}
