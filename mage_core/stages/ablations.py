@@ -449,16 +449,45 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                      "verdict": v.verdict})
     columns = ["grid", "claim", "suite", "measure", "better", "than", "seeds", "mean", "low", "high", "verdict"]
     write_text_atomic(out / "verdicts.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))
-    write_text_atomic(out / "section.md", section_markdown(grids, verdicts, decompositions))
+    write_text_atomic(out / "section.md", section_markdown(grids, verdicts, decompositions, claims_not_run(cfg)))
     return verdicts
 
 
+def claims_not_run(cfg: Any) -> list[tuple[str, str, str]]:
+    """(grid, claim, how to run it) for every claim of a grid of ``sweep.grids`` that
+    ``reproduce.ablations`` leaves out: the profiles whose ``reproduce.ablations`` name the grid,
+    else its ``mage sweep``."""
+    out = []
+    for grid, spec in cfg.sweep.grids.items():
+        if grid in cfg.reproduce.ablations or not spec.claims:
+            continue
+        profiles = [name for name, overrides in cfg.reproduce.profiles.items()
+                    if grid in (overrides.get("reproduce.ablations") or ())]
+        how = (" or ".join(f"`mage reproduce --profile {name}`" for name in profiles) if profiles
+               else f"`mage sweep {grid}`")
+        out += [(grid, claim.text, how) for claim in spec.claims]
+    return out
+
+
+def _not_run_markdown(unrun: Sequence[tuple[str, str, str]]) -> str:
+    from mage_core.evaluation.aggregate import markdown_table
+
+    if not unrun:
+        return ""
+    return ("\n### Claims this flow does not run\n\n"
+            "Their grids are not in `reproduce.ablations` (the default keeps what fits its time budget); "
+            "docs/ablations.md gives their last measured verdicts, with date and command.\n\n"
+            + markdown_table(["grid", "the paper's claim", "verdict here", "run it with"],
+                             [[grid, text, "not run by this flow", how] for grid, text, how in unrun]))
+
+
 def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequence[Verdict],
-                     decompositions: Sequence[Decomposition] = ()) -> str:
-    """The report's ablation section (``reports/report.md``)."""
+                     decompositions: Sequence[Decomposition] = (),
+                     unrun: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The report's ablation section (``reports/report.md``); ``unrun``: ``claims_not_run``."""
     if not grids:
         return ("## Ablations (the paper's section 4.4)\n\nNot run: `reproduce.ablations` names no grid "
-                "(docs/commands.md, `mage reproduce`).\n")
+                "(docs/commands.md, `mage reproduce`).\n" + _not_run_markdown(unrun))
     runs = sum(len({p.run for p in points}) for points in grids.values())
     return ("## Ablations (the paper's section 4.4)\n\n"
             f"{len(grids)} grid(s), {runs} run(s) (points equal to a Table 1 run read its outputs). Each claim of "
@@ -467,4 +496,5 @@ def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequenc
             "over one seed's tasks where a grid has one seed. Per grid: `reports/paper-ablations/<grid>/summary.md` "
             "and its figure.\n\n" + (verdicts_markdown(verdicts) if verdicts else "No grid lists a claim.\n")
             + "".join(f"\n### {d.grid}: decomposition\n\n" + decomposition_markdown(d) for d in decompositions)
-            + "\n" + "".join(f"![{grid}](paper-ablations/{grid}/figure.png)\n" for grid in grids))
+            + "\n" + "".join(f"![{grid}](paper-ablations/{grid}/figure.png)\n" for grid in grids)
+            + _not_run_markdown(unrun))

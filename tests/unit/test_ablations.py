@@ -238,3 +238,21 @@ def test_the_bars_carry_the_exact_ceilings_only_where_every_point_shares_them() 
     other = pd.DataFrame(rows("a", 0.125, 0.238) + rows("b", 0.2, None))
     assert bar_ceilings(other) == {}
     assert bar_ceilings(pd.DataFrame(rows("a", 0.125, 0.238) + rows("b", 0.125, None))) == {"best fixed": 0.125}
+
+
+def test_the_section_names_every_claim_the_flow_leaves_out_and_how_to_run_it() -> None:
+    from mage_core.stages.ablations import claims_not_run, section_markdown
+
+    claim = {"text": "the differential return beats the cumulative one", "better": {"algorithm.preset": "mage"},
+             "than": {"algorithm.preset": "ablation_cumulative"}}
+    grid = {"set": {"env.name": "kuhn_poker"}, "vary": {"algorithm.preset": ["mage", "ablation_cumulative"]},
+            "claims": [claim]}
+    cfg = parse_config({"sweep": {"grids": {"ran": grid, "profiled": grid, "swept": grid,
+                                            "no_claim": {**grid, "claims": []}}},
+                        "reproduce": {"ablations": ["ran"], "profiles": {"p": {"reproduce.ablations": ["profiled"]}}}})
+    unrun = claims_not_run(cfg)
+    assert unrun == [("profiled", claim["text"], "`mage reproduce --profile p`"),
+                     ("swept", claim["text"], "`mage sweep swept`")]
+    text = section_markdown({}, [], (), unrun)
+    assert "| swept | the differential return beats the cumulative one | not run by this flow | `mage sweep swept` |" \
+        in text
