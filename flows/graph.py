@@ -207,6 +207,14 @@ def stage_task(job: StageJob, tracking: Tracking | None, slots: OrderedSlots,
     return {**result, "label": job.label}
 
 
+class StagesFailed(RuntimeError):
+    """Some stages of a graph failed; ``results`` holds those of the stages that finished."""
+
+    def __init__(self, message: str, results: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
 def run_graph(jobs: Sequence[StageJob], max_concurrent: int, tracking: Tracking | None,
               use_ray: bool = False) -> list[dict[str, Any]]:
     """Run ``jobs`` (dependencies first) as task runs of the current flow, at most
@@ -227,8 +235,8 @@ def run_graph(jobs: Sequence[StageJob], max_concurrent: int, tracking: Tracking 
         except Exception:  # noqa: BLE001  (the task's own log holds the error)
             failed.append(label)
     if failed:
-        raise RuntimeError(f"{len(failed)} stage(s) failed or could not run: {', '.join(failed)}; "
-                           "finished stages are kept: run the flow again to resume")
+        raise StagesFailed(f"{len(failed)} stage(s) failed or could not run: {', '.join(failed)}; "
+                           "finished stages are kept: run the flow again to resume", results)
     return results
 
 

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows.dvc_stages import missing_outputs, stage_graph
-from flows.graph import StageJob, Tracking, run_graph
+from flows.graph import StageJob, StagesFailed, Tracking, run_graph
 
 REPORT_FILES = ("report.md", "table1.md", "per_opponent.md", "adaptation.png", "training_curves.png",
                 "paper-ablations/section.md", "paper-ablations/verdicts.csv", "cost.md", "cost.csv")
@@ -60,15 +60,13 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
     clock = time.perf_counter()
     try:
         results = run_graph(jobs, max_concurrent, tracking)
-    except BaseException:
+    except BaseException as err:
+        if isinstance(err, StagesFailed):  # the stages that finished keep their figures
+            record_costs(root, err.results, name, time.perf_counter() - clock)
         if parent is not None:
             parent.close("FAILED")
         raise
-    from mage_core.stages.cost import sections, update_costs
-
-    # what each section cost (reports/cost.md): not a DVC output, a run time is not a result
-    update_costs(root, list(stage_graph(root)), results, name, time.perf_counter() - clock,
-                 sections(root / "params.yaml"))
+    record_costs(root, results, name, time.perf_counter() - clock)
     if parent is not None:
         parent.log_metrics(0, {"flow/stages/executed": sum(not r["skipped"] for r in results),
                                "flow/stages/skipped": sum(r["skipped"] for r in results)})
@@ -77,6 +75,17 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
                 parent.log_artifact(root / "reports" / file, str(Path("reports", file).parent))
         parent.close()
     return results
+
+
+def record_costs(root: Path, results: list[dict[str, Any]], name: str, seconds: float) -> None:
+    """What each section cost (``reports/cost.md``, ``mage_core.stages.cost``); a failure here is
+    a warning, never the flow's: a run time is not a result."""
+    try:
+        from mage_core.stages.cost import sections, update_costs
+
+        update_costs(root, list(stage_graph(root)), results, name, seconds, sections(root / "params.yaml"))
+    except Exception as err:  # noqa: BLE001
+        get_run_logger().warning("reports/cost.md not written: %s", err)
 
 
 @flow(name="reproduce", log_prints=True)

@@ -317,7 +317,8 @@ def figure_png(grid: str, numbers: Any, curves: Any, points: Sequence[FlowPoint]
                       label=f"{label} (exact) {value:+.3f}")
     if ceilings:
         low, high = right.get_ylim()
-        right.set_ylim(low, max(high, max(ceilings.values()) + 0.08 * (high - low)))
+        margin = 0.08 * (high - low)
+        right.set_ylim(min(low, min(ceilings.values()) - margin), max(high, max(ceilings.values()) + margin))
         right.legend(fontsize="small", loc="lower left", framealpha=0.9)
     headline = numbers.headline.iloc[0] if not numbers.empty else ""
     right.set_ylabel(f"final episode, {headline} (report set)")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import math
 import os
 import platform
 from pathlib import Path
@@ -133,8 +132,8 @@ def cost_markdown(rows: Sequence[Mapping[str, Any]], graph: Sequence[str], flow:
              f"{skipped} up to date. Machine: {_machine()}.", "",
              "| section | stages | stage-min | share | measured |", "|---|---:|---:|---:|---|"]
     for section, e in sorted(by.items(), key=lambda kv: -kv[1]["seconds"]):
-        share = e["seconds"] / total if total else math.nan
-        lines.append(f"| {section} | {e['stages']} | {e['seconds'] / 60:.1f} | {share:.0%} | "
+        share = f"{e['seconds'] / total:.0%}" if total else "—"
+        lines.append(f"| {section} | {e['stages']} | {e['seconds'] / 60:.1f} | {share} | "
                      f"{', '.join(sorted(e['measured']))} |")
     lines.append(f"| **all** | {len(rows)} | {total / 60:.1f} | 100% | |")
     if unpriced:

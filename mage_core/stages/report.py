@@ -368,8 +368,9 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
         "## Cost\n",
         "What each section of this report cost in stage-minutes (Table 1 per environment, each ablation grid, "
-        "the set-up), as the flow last measured it: [cost.md](cost.md). The flow writes it, not this stage: a run "
-        "time is not a result, and this report is the same bytes on every run.\n",
+        "the set-up), as the flow last measured it: [cost.md](cost.md), written by `mage reproduce` (and its "
+        "evaluate flow), not by this stage: a run time is not a result, and this report is the same bytes on "
+        "every run.\n",
     ])
 
 

@@ -17,6 +17,8 @@ from typing import Callable
 import pytest
 import yaml
 
+from flows.dvc_stages import stage_graph
+
 pytestmark = pytest.mark.integration
 
 SMOKE_RUNS = ["kuhn_poker-mage", "tic_tac_toe-gigpo", "webshop-reflexion", "alfworld-react", "kuhn_poker-a_mem",
@@ -59,6 +61,17 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
         assert (workspace / "reports" / name).stat().st_size > 0, name
     lock = yaml.safe_load((workspace / "dvc.lock").read_text())["stages"]
     assert set(lock) == set(SMOKE_STAGES)
+    # What each stage cost, per section (not a DVC output): every stage, with the seconds the flow measured.
+    import csv
+
+    with (workspace / "reports" / "cost.csv").open(newline="") as handle:
+        costs = {r["stage"]: r for r in csv.DictReader(handle)}
+    assert list(costs) == list(stage_graph(workspace)) and sorted(costs) == sorted(SMOKE_STAGES)
+    assert float(costs["train@kuhn_poker-mage"]["seconds"]) == pytest.approx(
+        next(r["seconds"] for r in first if r["stage"] == "train@kuhn_poker-mage"), abs=0.05)
+    assert costs["train@smoke_ablation-mage-1"]["section"] == "ablation: smoke_ablation"
+    assert costs["evaluate@kuhn_poker-mage"]["section"] == "Table 1: kuhn_poker"
+    cost_md = (workspace / "reports" / "cost.md").read_text()
     assert {o["path"] for o in lock["evaluate@kuhn_poker-mage"]["outs"]} == {"artifacts/eval/kuhn_poker-mage"}
 
     # MLflow: one parent, one child run per stage, tagged with the hashes dvc.lock recorded.
@@ -106,6 +119,7 @@ def test_smoke_flow_runs_every_stage_then_nothing(workspace: Path, harness: None
     # A second run finds everything up to date: nothing runs, no new stage runs.
     second = reproduce(str(workspace))
     assert all(r["skipped"] for r in second)
+    assert (workspace / "reports" / "cost.md").read_text() == cost_md  # nothing ran: nothing priced anew
     again = _child_runs(f"sqlite:///{workspace / 'mlflow.db'}")
     assert len(again["runs"]) == len(found["runs"]) + 1  # only the second flow's own run
 
