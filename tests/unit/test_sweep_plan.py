@@ -70,7 +70,7 @@ def test_vary_extends_a_named_grid_and_a_profile_moves_the_sweep(tmp_path: Path)
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"grid": "nope"}, "grid 'nope' is not one of sweep.grids (reward_design, reward_design_webshop, population, "
-                       "grouping, anchor, opponent_population, exploration, episode_norm, diverse)"),
+                       "grouping, strangers, anchor, opponent_population, exploration, episode_norm, diverse)"),
     ({}, "name a grid of sweep.grids"),
     ({"grid": "anchor", "vary": ["algorithm.preset=[mage]"]}, "--vary algorithm.preset: already varied by grid"),
     ({"grid": "anchor", "name": "Bad-Name"}, "--name 'Bad-Name': use lower-case letters, digits and _"),
