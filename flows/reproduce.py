@@ -48,7 +48,8 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
     """The stages of ``root``'s graph that ``select`` keeps (all by default), as
     task runs of the current flow under one MLflow run named ``name``."""
     tracking, max_concurrent = project_settings(root)
-    graph = {stage: ups for stage, ups in stage_graph(root).items() if select is None or select(stage)}
+    full = stage_graph(root)
+    graph = {stage: ups for stage, ups in full.items() if select is None or select(stage)}
     parent = None
     if tracking is not None:
         from mage_core.tracking.mlflow_tracker import MlflowTracker, run_tags
@@ -62,11 +63,11 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
         results = run_graph(jobs, max_concurrent, tracking)
     except BaseException as err:
         if isinstance(err, StagesFailed):  # the stages that finished keep their figures
-            record_costs(root, err.results, name, time.perf_counter() - clock)
+            record_costs(root, list(full), err.results, name, time.perf_counter() - clock)
         if parent is not None:
             parent.close("FAILED")
         raise
-    record_costs(root, results, name, time.perf_counter() - clock)
+    record_costs(root, list(full), results, name, time.perf_counter() - clock)
     if parent is not None:
         parent.log_metrics(0, {"flow/stages/executed": sum(not r["skipped"] for r in results),
                                "flow/stages/skipped": sum(r["skipped"] for r in results)})
@@ -77,13 +78,13 @@ def run_project(root: Path, name: str, select: Any = None) -> list[dict[str, Any
     return results
 
 
-def record_costs(root: Path, results: list[dict[str, Any]], name: str, seconds: float) -> None:
+def record_costs(root: Path, stages: list[str], results: list[dict[str, Any]], name: str, seconds: float) -> None:
     """What each section cost (``reports/cost.md``, ``mage_core.stages.cost``); a failure here is
     a warning, never the flow's: a run time is not a result."""
     try:
         from mage_core.stages.cost import sections, update_costs
 
-        update_costs(root, list(stage_graph(root)), results, name, seconds, sections(root / "params.yaml"))
+        update_costs(root, stages, results, name, seconds, sections(root / "params.yaml"))
     except Exception as err:  # noqa: BLE001
         get_run_logger().warning("reports/cost.md not written: %s", err)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from mage_core.config.grids import matches, setting_label
 from mage_core.io.atomic import write_bytes_atomic, write_text_atomic
 
 OUT_DIR = Path("reports") / "paper-ablations"
@@ -94,8 +95,6 @@ class Verdict:
 
 
 def _matches(point: FlowPoint, values: Mapping[str, Any]) -> bool:
-    from mage_core.config.grids import matches
-
     return matches(point.varied, values)
 
 
@@ -162,9 +161,8 @@ def judge(grid: str, claim: Any, points: Sequence[FlowPoint], trials: Mapping[st
     else:
         assert single is not None
         mean, low, high = single[0], single[1], single[2]
-    describe = lambda values: ", ".join(f"{k}={v}" for k, v in values.items())  # noqa: E731
     return Verdict(grid, claim.text, claim.suite, "chips" if column == "score" else column,
-                   describe(claim.better), describe(claim.than), len(diffs), mean, low, high, tuple(diffs))
+                   setting_label(claim.better), setting_label(claim.than), len(diffs), mean, low, high, tuple(diffs))
 
 
 @dataclass(frozen=True)
@@ -187,15 +185,14 @@ def decompose(grid: str, spec: Any, points: Sequence[FlowPoint], trials: Mapping
     from mage_core.config.ablations import changes
     from mage_core.config.pipeline import ClaimConfig
 
-    describe = lambda values: ", ".join(f"{k}={v}" for k, v in values.items())  # noqa: E731
-    labels = tuple(describe(step) for step in spec.steps)
+    labels = tuple(setting_label(step) for step in spec.steps)
 
     def first(values: Mapping[str, Any]) -> FlowPoint:
         return min((p for p in points if _matches(p, values)), key=lambda p: str(p.seed))
 
     steps, changed = [], []
     for before, after in zip(spec.steps, spec.steps[1:]):
-        text = f"{describe(after)} minus {describe(before)}"
+        text = f"{setting_label(after)} minus {setting_label(before)}"
         steps.append(judge(grid, ClaimConfig(text=text, better=after, than=before, suite=spec.suite), points, trials))
         changed.append(tuple(changes(params[first(before).run], params[first(after).run])))
     whole = judge(grid, ClaimConfig(text=f"{labels[-1]} minus {labels[0]}", better=spec.steps[-1],
@@ -230,8 +227,7 @@ def seeds_table(numbers: Any, points: Sequence[FlowPoint]) -> tuple[Any, str]:
     from mage_core.evaluation.aggregate import markdown_table
 
     by_point = {p.point: p for p in points}
-    frame = numbers.assign(setting=[", ".join(f"{k}={v}" for k, v in by_point[n].varied.items() if k != SEED_KEY)
-                                    or "-" for n in numbers.point])
+    frame = numbers.assign(setting=[setting_label(by_point[n].varied, SEED_KEY) for n in numbers.point])
     rows, cells = [], []
     for setting, g in frame.groupby("setting", sort=False):
         finals = g.final.to_numpy(dtype=float)
@@ -363,7 +359,6 @@ def tag_points(client: Any, experiment_id: str, grids: Mapping[str, Sequence[Flo
     setting (a Table 1 run that is a point of several grids gets one tag per grid), then write
     each grid's saved view "Ablation <grid>: by setting" (``mage_core.tracking.views``). Returns
     how many runs were tagged; a point whose run has no evaluate run in the experiment is skipped."""
-    from mage_core.config.grids import setting_label
     from mage_core.tracking.views import ablation_tag, ensure_ablation_view
 
     tagged = 0
