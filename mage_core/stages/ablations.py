@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mage_core.config.grids import matches, setting_label
+from mage_core.stages.ablation_records import recorded_claims, recorded_markdown
 from mage_core.io.atomic import write_bytes_atomic, write_text_atomic
 
 OUT_DIR = Path("reports") / "paper-ablations"
@@ -385,6 +386,7 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
     from mage_core.evaluation.aggregate import ablation_table
     from mage_core.config.ablations import ablation_runs
     from mage_core.evaluation.run_tables import load_runs
+    from mage_core.stages.reproduce import profile_params
 
     cfg = parse_config(dict(data), source)
     runs = ablation_runs(data, source) if runs is None else runs
@@ -445,7 +447,10 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
                      "verdict": v.verdict})
     columns = ["grid", "claim", "suite", "measure", "better", "than", "seeds", "mean", "low", "high", "verdict"]
     write_text_atomic(out / "verdicts.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))
-    write_text_atomic(out / "section.md", section_markdown(grids, verdicts, decompositions, claims_not_run(cfg)))
+    unrun = claims_not_run(cfg)
+    params_file = Path(source) if Path(source).is_file() else project / "params.yaml"
+    not_run = recorded_markdown(project, unrun, recorded_claims(project, params_file, unrun, profile_params))
+    write_text_atomic(out / "section.md", section_markdown(grids, verdicts, decompositions, not_run))
     return verdicts
 
 
@@ -465,25 +470,14 @@ def claims_not_run(cfg: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def _not_run_markdown(unrun: Sequence[tuple[str, str, str]]) -> str:
-    from mage_core.evaluation.aggregate import markdown_table
-
-    if not unrun:
-        return ""
-    return ("\n### Claims this flow does not run\n\n"
-            "Their grids are not in `reproduce.ablations` (the default keeps what fits its time budget); "
-            "docs/ablations.md gives their last measured verdicts, with date and command.\n\n"
-            + markdown_table(["grid", "the paper's claim", "verdict here", "run it with"],
-                             [[grid, text, "not run by this flow", how] for grid, text, how in unrun]))
-
-
 def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequence[Verdict],
                      decompositions: Sequence[Decomposition] = (),
-                     unrun: Sequence[tuple[str, str, str]] = ()) -> str:
-    """The report's ablation section (``reports/report.md``); ``unrun``: ``claims_not_run``."""
+                     not_run: str = "") -> str:
+    """The report's ablation section (``reports/report.md``); ``not_run``: the table of the claims
+    the flow leaves out (``ablation_records.recorded_markdown``)."""
     if not grids:
         return ("## Ablations (the paper's section 4.4)\n\nNot run: `reproduce.ablations` names no grid "
-                "(docs/commands.md, `mage reproduce`).\n" + _not_run_markdown(unrun))
+                "(docs/commands.md, `mage reproduce`).\n" + not_run)
     runs = sum(len({p.run for p in points}) for points in grids.values())
     return ("## Ablations (the paper's section 4.4)\n\n"
             f"{len(grids)} grid(s), {runs} run(s) (points equal to a Table 1 run read its outputs). Each claim of "
@@ -493,4 +487,4 @@ def section_markdown(grids: Mapping[str, Sequence[FlowPoint]], verdicts: Sequenc
             "and its figure.\n\n" + (verdicts_markdown(verdicts) if verdicts else "No grid lists a claim.\n")
             + "".join(f"\n### {d.grid}: decomposition\n\n" + decomposition_markdown(d) for d in decompositions)
             + "\n" + "".join(f"![{grid}](paper-ablations/{grid}/figure.png)\n" for grid in grids)
-            + _not_run_markdown(unrun))
+            + not_run)

@@ -237,7 +237,8 @@ def manifest_specs() -> list[tuple[str, str | None]]:
 
 def write_manifests(project: Path, out: Path) -> list[Path]:
     """Write every manifest (``manifest_specs``) of ``project``'s code into ``out`` (created; a file
-    of another name there is removed, so the folder holds exactly these). Returns the files."""
+    of another name there is removed, so the folder holds exactly these), and ``records.txt``: the
+    md5 of each manifest a recorded ablation verdict names (``ablation_records``). Returns the files."""
     from mage_core.io.atomic import write_text_atomic
 
     out.mkdir(parents=True, exist_ok=True)
@@ -246,6 +247,11 @@ def write_manifests(project: Path, out: Path) -> list[Path]:
         path = out / Path(manifest_path(kind, game)).name
         write_text_atomic(path, manifest_text(project, kind, game))
         written.append(path)
+    from mage_core.stages.ablation_records import RECORDED_CODE, recorded_code_text
+
+    # the manifests the recorded ablation verdicts name (reports/profiles: a dependency of this stage)
+    write_text_atomic(out / RECORDED_CODE, recorded_code_text(project, out))
+    written.append(out / RECORDED_CODE)
     for other in set(out.iterdir()) - set(written):
         if other.is_file():
             other.unlink()

@@ -100,7 +100,7 @@ def update_costs(root: Path, graph: Sequence[str], results: Sequence[Mapping[str
     return reports / "cost.md"
 
 
-def _machine() -> str:
+def machine() -> str:
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
@@ -129,7 +129,7 @@ def cost_markdown(rows: Sequence[Mapping[str, Any]], graph: Sequence[str], flow:
              "(`reproduce.max_concurrent`), so the wall time is less than the sum. Written by the flow, not by "
              "DVC: a run time is not a result.", "",
              f"Last flow: `{flow}`, ended {stamp}, {wall_seconds / 60:.1f} min wall, {executed} stage(s) run, "
-             f"{skipped} up to date. Machine: {_machine()}.", "",
+             f"{skipped} up to date. Machine: {machine()}.", "",
              "| section | stages | stage-min | share | measured |", "|---|---:|---:|---:|---|"]
     for section, e in sorted(by.items(), key=lambda kv: -kv[1]["seconds"]):
         share = f"{e['seconds'] / total:.0%}" if total else "—"

@@ -5,7 +5,10 @@ is (the CPU default). ``--profile NAME`` applies the dotted-key overrides of
 ``reproduce.profiles.NAME`` in a workspace of its own,
 ``artifacts/profiles/NAME/`` (a small git + DVC repository holding params.yaml,
 dvc.yaml, dvc.runs.yaml and a copy of mage_core, which the stages depend on), so a quick run
-never touches the project's params, lock file or reports.
+never touches the project's params, lock file or report. One thing comes back: a profile that runs
+ablation grids of the project's ``sweep.grids`` records their verdicts, once its flow succeeds, in
+``reports/profiles/NAME/`` (``mage_core.stages.ablation_records``), where the default report's
+ablation section reads them.
 
 The flow itself runs in a subprocess (``python -m flows reproduce``): nothing in
 ``mage_core`` imports Prefect (docs/architecture.md).
@@ -78,6 +81,9 @@ def write_workspace(project: Path, workspace: Path, data: dict[str, Any], label:
     shutil.copytree(project / "mage_core", workspace / "mage_core",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dvc_runs.write(workspace)  # from the workspace's own runs and its copy of the code
+    from mage_core.stages.ablation_records import ensure_index
+
+    ensure_index(workspace)  # the ablations stage depends on reports/profiles
     if not (workspace / ".git").exists():
         _run(["git", "init", "-q"], workspace)
     ignored = workspace / ".gitignore"
@@ -122,6 +128,12 @@ def _run_locked(project: Path, profile: str | None, flow: str, lock: int) -> int
     console.print(f"{what} {'profile ' + profile if profile else 'the CPU default'} in {workspace}")
     if not run_flow([flow, str(workspace)], workspace, lock):
         return 1
+    if profile and flow == "reproduce":  # its ablation verdicts, where the default report reads them
+        from mage_core.stages.ablation_records import record
+
+        recorded = record(project, profile, workspace)
+        if recorded is not None:
+            console.print(f"  recorded: {recorded} (the default report's ablation section reads it)")
     console.print(f"  report:   {workspace / 'reports' / 'report.md'}\n"
                   f"  lineage:  cd {workspace} && dvc dag && dvc metrics show && dvc params diff")
     return 0

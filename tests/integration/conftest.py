@@ -34,6 +34,7 @@ def _copy_project(tmp: Path) -> Path:
     for name in ("params.yaml", "dvc.yaml", "dvc.runs.yaml", ".dvcignore"):
         shutil.copy2(ROOT / name, project / name)
     shutil.copytree(ROOT / "mage_core", project / "mage_core", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "reports" / "profiles", project / "reports" / "profiles")  # the ablations stage's dep
     return project
 
 

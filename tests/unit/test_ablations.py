@@ -241,6 +241,7 @@ def test_the_bars_carry_the_exact_ceilings_only_where_every_point_shares_them() 
 
 
 def test_the_section_names_every_claim_the_flow_leaves_out_and_how_to_run_it() -> None:
+    from mage_core.stages.ablation_records import recorded_markdown
     from mage_core.stages.ablations import claims_not_run, section_markdown
 
     claim = {"text": "the differential return beats the cumulative one", "better": {"algorithm.preset": "mage"},
@@ -253,6 +254,6 @@ def test_the_section_names_every_claim_the_flow_leaves_out_and_how_to_run_it() -
     unrun = claims_not_run(cfg)
     assert unrun == [("profiled", claim["text"], "`mage reproduce --profile p`"),
                      ("swept", claim["text"], "`mage sweep swept`")]
-    text = section_markdown({}, [], (), unrun)
-    assert "| swept | the differential return beats the cumulative one | not run by this flow | `mage sweep swept` |" \
-        in text
+    text = section_markdown({}, [], (), recorded_markdown(Path("."), unrun, {}))
+    assert ("| swept | the differential return beats the cumulative one | not run by this flow; no record |  | "
+            "`mage sweep swept` |") in text

@@ -47,7 +47,9 @@ def test_dvc_reads_each_runs_own_task_data_and_no_other() -> None:
             code = {path for path in deps[stage] if path.startswith(code_deps.MANIFEST_DIR)}
             assert code == {code_deps.manifest_path(kind, env)} and "mage_core" not in deps[stage], (stage, deps[stage])
     assert {"data/webshop", "data/alfworld"}.isdisjoint(deps["train@kuhn_poker-mage"])
-    assert deps["code"] == {"mage_core"}  # the one stage that reads the whole package: it writes the manifests
+    # the one stage that reads the whole package: it writes the manifests (and, from the recorded ablation
+    # verdicts, records.txt: the md5 of the manifests they name)
+    assert deps["code"] == {"mage_core", "reports/profiles"}
     assert code_deps.manifest_path("report", None) in deps["report"]
     assert "mage_core/stages/report.py" in code_deps.stage_files(ROOT, "report", None)
     assert "mage_core/stages/report.py" not in code_deps.stage_files(ROOT, "train", "kuhn_poker")
@@ -65,7 +67,9 @@ def test_the_manifests_are_md5sum_lines_of_each_closure(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     written = {p.name for p in tmp_path.iterdir()}
-    assert written == {code_deps.manifest_path(k, g).rpartition("/")[2] for k, g in code_deps.manifest_specs()}
+    # ... and records.txt, the manifests the recorded ablation verdicts name (tests/unit/test_ablation_records.py)
+    assert written == {code_deps.manifest_path(k, g).rpartition("/")[2] for k, g in code_deps.manifest_specs()} | {
+        "records.txt"}
     assert {"train-kuhn_poker.md5", "data-webshop.md5", "report.md5"} <= written and "data-kuhn_poker.md5" not in written
     lines = (tmp_path / "train-minesweeper.md5").read_text().splitlines()
     paths = [line.split("  ", 1)[1] for line in lines]
