@@ -277,7 +277,7 @@ def recorded_claims(project: Path, params_path: Path, unrun: Sequence[tuple[str,
                     profile_params: Callable[[Path, str], dict[str, Any]]) -> dict[tuple[str, str], Recorded]:
     """(grid, claim text) -> its recorded verdict, for every claim of ``unrun`` (``claims_not_run``)
     that a record holds; where several records hold it, the latest recorded. ``profile_params``:
-    the params file with a profile applied (``stages.reproduce.profile_params``), raising for a
+    the params file with a profile applied (``stages.profiles.profile_params``), raising for a
     profile the file no longer defines."""
     wanted = {(grid, text) for grid, text, _ in unrun}
     found: dict[tuple[str, str], Recorded] = {}

@@ -386,7 +386,7 @@ def summarize(project: Path, out: Path, data: Mapping[str, Any], source: str = "
     from mage_core.evaluation.aggregate import ablation_table
     from mage_core.config.ablations import ablation_runs
     from mage_core.evaluation.run_tables import load_runs
-    from mage_core.stages.reproduce import profile_params
+    from mage_core.stages.profiles import profile_params
 
     cfg = parse_config(dict(data), source)
     runs = ablation_runs(data, source) if runs is None else runs

@@ -27,26 +27,14 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from mage_core.config import ConfigError, apply_values, load_config, parse_config
+from mage_core.config import ConfigError, load_config
 from mage_core.io.atomic import write_text_atomic
 from mage_core.stages import dvc_runs
+from mage_core.stages.profiles import profile_params  # noqa: F401 - also imported from here (doctor, sweep, tests)
 from mage_core.io.workspace_lock import LOCK_NAME, WorkspaceBusy, workspace_lock
 
 console = Console(soft_wrap=True)
 PROFILE_ROOT = Path("artifacts") / "profiles"
-
-
-def profile_params(params_path: Path, profile: str) -> dict[str, Any]:
-    """params.yaml with ``reproduce.profiles.<profile>`` applied, validated."""
-    cfg = load_config(params_path)
-    profiles = cfg.reproduce.profiles
-    if profile not in profiles:
-        raise ConfigError("command line", [f"--profile: {profile!r} is not one of reproduce.profiles "
-                                           f"({', '.join(profiles) or 'none defined'})"])
-    data = apply_values(yaml.safe_load(params_path.read_text(encoding="utf-8")), profiles[profile],
-                        f"reproduce.profiles.{profile}")
-    parse_config(data, f"{params_path} with profile {profile}")  # report every problem before any work
-    return data
 
 
 def _run(cmd: list[str], cwd: Path) -> None:

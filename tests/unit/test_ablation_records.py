@@ -15,7 +15,7 @@ from mage_core.config import load_config
 from mage_core.stages.ablation_records import (RECORDS, load_records, record, recorded_claims,
                                                recorded_markdown)
 from mage_core.stages.ablations import claims_not_run
-from mage_core.stages.reproduce import profile_params
+from mage_core.stages.profiles import profile_params
 
 pytestmark = pytest.mark.unit
 
