@@ -220,6 +220,10 @@ class Recorded:
     stale: tuple[str, ...]
 
     @property
+    def state(self) -> str:
+        return "current" if not self.stale else "stale: " + "; ".join(self.stale)
+
+    @property
     def interval(self) -> str:
         mean, low, high = (float(self.row[k]) for k in ("mean", "low", "high"))
         return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}], {self.row['seeds']} seeds"
@@ -231,8 +235,8 @@ def load_records(project: Path) -> dict[str, tuple[dict[str, Any], list[dict[str
     is a mistake to fix, not to skip)."""
     out: dict[str, tuple[dict[str, Any], list[dict[str, str]]]] = {}
     root = project / RECORDS
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) \
-            if root.is_dir() else []:
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    for folder in folders:
         prov_path, rows_path = folder / PROVENANCE, folder / SECTION / "verdicts.csv"
         try:
             provenance = json.loads(prov_path.read_text(encoding="utf-8"))
@@ -279,6 +283,8 @@ def recorded_claims(project: Path, params_path: Path, unrun: Sequence[tuple[str,
     that a record holds; where several records hold it, the latest recorded. ``profile_params``:
     the params file with a profile applied (``stages.profiles.profile_params``), raising for a
     profile the file no longer defines."""
+    from mage_core.config import ConfigError
+
     wanted = {(grid, text) for grid, text, _ in unrun}
     found: dict[tuple[str, str], Recorded] = {}
     fingerprints: dict[str, Any] = {}
@@ -291,7 +297,7 @@ def recorded_claims(project: Path, params_path: Path, unrun: Sequence[tuple[str,
                 try:
                     fingerprints[profile] = point_fingerprints(profile_params(params_path, profile),
                                                                f"{params_path} with profile {profile}")
-                except Exception:  # noqa: BLE001 - a profile gone or no longer valid: the record is stale
+                except ConfigError:  # the profile is gone (or no longer valid): the record is stale
                     fingerprints[profile] = None
             candidate = Recorded(profile, row, provenance,
                                  staleness(project, provenance, key[0], fingerprints[profile]))
@@ -315,7 +321,7 @@ def recorded_markdown(project: Path, unrun: Sequence[tuple[str, str, str]],
             rows.append([grid, text, "not run by this flow; no record", "", how])
             continue
         p = r.provenance
-        state = "current" if not r.stale else "stale: " + "; ".join(r.stale) + " since"
+        state = r.state + ("" if not r.stale else " since")
         rows.append([grid, text, f"**{r.row['verdict']}** (recorded, {state})", r.interval,
                      f"`{p['command']}`, {p['recorded']}, commit `{str(p['commit'])[:12]}` "
                      f"([record]({RECORDS.relative_to('reports').as_posix()}/{r.profile}/README.md))"])
@@ -343,8 +349,7 @@ def _recorded_decomposition(project: Path, r: Recorded) -> str:
         return ""
     with path.open(encoding="utf-8", newline="") as fh:
         steps = list(csv.DictReader(fh))
-    state = "current" if not r.stale else "stale: " + "; ".join(r.stale)
     rows = [[s["step"], f"{s['from']} -> {s['to']}", s["changes"],
              f"{float(s['mean']):+.3f} [{float(s['low']):+.3f}, {float(s['high']):+.3f}]", s["seeds"]] for s in steps]
-    return (f"\n#### {grid}: decomposition (recorded by profile {r.profile}, {state})\n\n"
+    return (f"\n#### {grid}: decomposition (recorded by profile {r.profile}, {r.state})\n\n"
             + markdown_table(["step", "from -> to", "what changes", "difference [95%]", "seeds"], rows))

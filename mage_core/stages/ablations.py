@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mage_core.config.grids import matches, setting_label
-from mage_core.stages.ablation_records import recorded_claims, recorded_markdown
 from mage_core.io.atomic import write_bytes_atomic, write_text_atomic
+from mage_core.stages.ablation_records import recorded_claims, recorded_markdown
 
 OUT_DIR = Path("reports") / "paper-ablations"
 SEED_KEY = "seed"
