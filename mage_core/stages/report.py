@@ -20,6 +20,10 @@ exists, ``artifacts/train/<run>/``, and writes under ``out_dir`` (``reports/``):
   settings are not (the CPU default is a tiny model trained for minutes);
 - ``metrics.json``: flat ``report/<env>/<method>/<name>`` figures for DVC.
 
+A reproduction without Table 1 runs (``reproduce.runs: {}``: a profile of ablation grids alone)
+gets ``report.md`` with its ablation section and nothing else; the other files exist (they are
+the stage's outputs) and say there is no Table 1 run (``ablations_only_report``).
+
 ``report.md`` opens with where it came from: the git commit of the checkout and the
 digest of the outputs dvc.lock records for the stages it reads (``tracking.lineage``;
 ``mage lineage`` checks both against a checkout).
@@ -58,8 +62,14 @@ from mage_core.evaluation.aggregate import (
 from mage_core.evaluation.run_tables import RunTables, load_runs
 from mage_core.evaluation.stats import MIN_RATIO_CEILING
 from mage_core.io.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
-from mage_core.stages.report_plots import adaptation_png, in_domain_ceilings, training_curves_png
+from mage_core.stages.report_plots import adaptation_png, in_domain_ceilings, no_runs_png, training_curves_png
 from mage_core.stages.run_settings import RunSettings, settings_markdown
+
+#: The report's last section: where the cost table is, and why it is not in this file.
+COST_NOTE = ("What each section of this report cost in stage-minutes (Table 1 per environment, each ablation grid, "
+             "the set-up), as the flow last measured it: [cost.md](cost.md), written by `mage reproduce` (and its "
+             "evaluate flow), not by this stage: a run time is not a result, and this report is the same bytes on "
+             "every run.\n")
 
 FILES = ("table1.md", "table1.csv", "per_opponent.md", "adaptation.png", "training_curves.png", "report.md",
          "metrics.json")
@@ -71,10 +81,10 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
     describes every run (``run_settings.run_settings`` of the params it was run with);
     ``project_dir`` (default: the current folder) is the checkout whose commit and
     dvc.lock the report states."""
-    if not runs:
-        raise ValueError("no runs to report: pass at least one run name -> (env, method)")
     # First: a dvc.lock that cannot be read stops the report before any file is written.
     origin = lineage_line(Path.cwd() if project_dir is None else project_dir)
+    if not runs:
+        return ablations_only_report(out_dir, origin)
     tables = load_runs(eval_root, train_root, runs)
     missing = [run for run in runs if run not in settings]
     if missing:
@@ -92,6 +102,27 @@ def report(runs: Mapping[str, tuple[str, str]], eval_root: Path, train_root: Pat
                                                              {run: settings[run] for run in runs}, origin, out_dir))
     write_json_atomic(out_dir / "metrics.json", metrics)
     return metrics
+
+
+#: What every Table 1 file says in a reproduction without Table 1 runs.
+NO_RUNS = ("This reproduction has no Table 1 run (`reproduce.runs` is empty: a profile of ablation grids "
+           "alone, such as `ablations_strangers`), so there is no Table 1, adaptation curve or training curve; "
+           "its grids' runs are in the ablation section.")
+
+
+def ablations_only_report(out_dir: Path, origin: str) -> dict[str, float]:
+    """The report of a reproduction whose ``reproduce.runs`` is empty: ``report.md`` is its origin,
+    the ablation section and the cost note; every other file of ``FILES`` says that there is no
+    Table 1 run (the stage's outputs must exist), and there are no metrics."""
+    write_text_atomic(out_dir / "table1.md", f"# Table 1\n\n{NO_RUNS}\n")
+    write_text_atomic(out_dir / "table1.csv", "")
+    write_text_atomic(out_dir / "per_opponent.md", f"# Per opponent and seat\n\n{NO_RUNS}\n")
+    write_bytes_atomic(out_dir / "adaptation.png", no_runs_png())
+    write_bytes_atomic(out_dir / "training_curves.png", no_runs_png())
+    write_text_atomic(out_dir / "report.md", "\n".join([
+        "# MAGE report\n", origin, f"{NO_RUNS}\n", ablations_markdown(out_dir), "## Cost\n", COST_NOTE]))
+    write_json_atomic(out_dir / "metrics.json", {})
+    return {}
 
 
 def per_opponent_markdown(frame: pd.DataFrame) -> str:
@@ -366,11 +397,7 @@ def report_markdown(tables: RunTables, table_md: str, eval_root: Path, train_roo
         markdown_table(["run", "env", "method", "K", "iterations", "best iteration", "selected on (train.select_on)",
                         "evaluation", "training"], runs),
         "Flat figures for `dvc metrics`: [metrics.json](metrics.json).\n",
-        "## Cost\n",
-        "What each section of this report cost in stage-minutes (Table 1 per environment, each ablation grid, "
-        "the set-up), as the flow last measured it: [cost.md](cost.md), written by `mage reproduce` (and its "
-        "evaluate flow), not by this stage: a run time is not a result, and this report is the same bytes on "
-        "every run.\n",
+        "## Cost\n", COST_NOTE,
     ])
 
 

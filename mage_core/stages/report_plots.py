@@ -72,6 +72,16 @@ def png_bytes(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
+def no_runs_png() -> bytes:
+    """A figure that says so, for a reproduction without Table 1 runs (``report.NO_RUNS``)."""
+    fig, axes = new_figure(1, 1)
+    ax = axes[0][0]
+    ax.text(0.5, 0.5, "no Table 1 run in this reproduction\n(reproduce.runs is empty):\nsee the ablation section",
+            ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return png_bytes(fig)
+
+
 def _draw_ceilings(ax: Any, ceilings: Ceilings) -> None:
     for i, (runs, (best, fixed)) in enumerate(ceilings.items()):
         which = "" if runs == "all runs" else f" ({runs})"
