@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_train_speed.py --iterations 10 --set train.groups_per_iteration=32
     python benchmarks/bench_train_speed.py --game tic_tac_toe --iterations 3
     python benchmarks/bench_train_speed.py --reference ../shared/reference/kuhn_design.py
+    python benchmarks/bench_train_speed.py --iterations 10 --op-profile 12   # where the update's time goes
+    python benchmarks/bench_train_speed.py --iterations 10 --autocast bfloat16
 
 Builds the trainer exactly as ``mage train`` does (params.yaml + ``--set``), runs
 one warm-up iteration, then times ``--iterations`` iterations phase by phase
@@ -71,9 +73,12 @@ def _batch_tensors(samples):
 
 
 def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, torch_rng: torch.Generator,
-                repeats: int) -> tuple[float, float, int, int]:
+                repeats: int, op_profile: int = 0, autocast: str | None = None) -> tuple[float, float, int, int]:
     """Seconds of the bare rollout forwards and update forward+backwards over one
-    iteration's tokens (median of ``repeats``), and the token counts of each."""
+    iteration's tokens (median of ``repeats``), and the token counts of each.
+    ``op_profile`` > 0: then print the ``op_profile`` operators that took the most self CPU
+    time in one more update pass (torch.profiler). ``autocast`` (``bfloat16``): run every
+    pass under ``torch.autocast`` with that dtype (what lower-precision kernels would save)."""
     from mage_core.backends.torch_engine import micro_batches
     from mage_core.trainers.batch import build_samples
 
@@ -121,16 +126,30 @@ def bare_passes(model: torch.nn.Module, trainer, cfg, rng: np.random.Generator, 
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    def within(fn):  # the pass, under autocast when asked
+        if autocast is None:
+            return fn()
+        with torch.autocast(device.type, dtype=getattr(torch, autocast)):
+            return fn()
+
     times = []
     for _ in range(repeats):
         sync()
         t0 = time.perf_counter()
-        rollout_pass()
+        within(rollout_pass)
         sync()
         t1 = time.perf_counter()
-        update_pass()
+        within(update_pass)
         sync()
         times.append((t1 - t0, time.perf_counter() - t1))
+    if op_profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            within(update_pass)
+        print(f"one bare update pass ({cfg.train.ppo_epochs} epoch(s), {len(update_batches)} micro-batch(es): "
+              f"{', '.join('x'.join(map(str, b[0].shape)) for b in update_batches)}), operators by self CPU time:")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=op_profile))
     return (statistics.median(t[0] for t in times), statistics.median(t[1] for t in times),
             rollout_tokens, update_tokens)
 
@@ -153,6 +172,10 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a params key")
     parser.add_argument("--reference", metavar="SCRIPT", help="the standalone Kuhn design, to compare rates")
     parser.add_argument("--reference-minutes", type=float, default=1.0)
+    parser.add_argument("--op-profile", type=int, default=0, metavar="N",
+                        help="also print the N operators with the most self CPU time in one bare update pass")
+    parser.add_argument("--autocast", choices=["bfloat16"],
+                        help="run the bare passes under torch.autocast with this dtype (the trainer's own stay as configured)")
     args = parser.parse_args()
     if args.iterations < 1:
         parser.error("--iterations must be >= 1")
@@ -166,7 +189,7 @@ def main() -> None:
         phase = {p: statistics.median(r[f"train/time/{p}"] for r in rows) for p in PHASES}
         metas_per_it = int(rows[0]["train/batch/num_meta_episodes"])
         bare_rollout, bare_update, rollout_tokens, update_tokens = bare_passes(
-            model, trainer, cfg, rng, torch_rng, repeats=3)
+            model, trainer, cfg, rng, torch_rng, repeats=3, op_profile=args.op_profile, autocast=args.autocast)
         trainer.close()
 
     rate = metas_per_it / phase["iteration_s"]
@@ -176,11 +199,14 @@ def main() -> None:
     for p in PHASES:
         print(f"  {p:<13} {phase[p] * 1000:9.1f} ms")
     print(f"  meta-episodes/s {rate:9.1f}")
-    print(f"bare model passes over the same tokens: rollout {bare_rollout * 1000:.1f} ms ({rollout_tokens} tokens), "
+    print(f"bare model passes over the same tokens{f' (autocast {args.autocast})' if args.autocast else ''}: rollout {bare_rollout * 1000:.1f} ms ({rollout_tokens} tokens), "
           f"update {bare_update * 1000:.1f} ms ({update_tokens} tokens x fwd+bwd)")
-    print(f"ratio iteration / bare passes: {phase['iteration_s'] / bare:.2f}  "
-          f"(rollout {phase['rollout_s'] / bare_rollout:.2f}, "
-          f"samples+logprobs+update {(phase['iteration_s'] - phase['rollout_s']) / bare_update:.2f})")
+    if args.autocast:
+        print("no ratio: the trainer's iterations above ran as configured, not under autocast")
+    else:
+        print(f"ratio iteration / bare passes: {phase['iteration_s'] / bare:.2f}  "
+              f"(rollout {phase['rollout_s'] / bare_rollout:.2f}, "
+              f"samples+logprobs+update {(phase['iteration_s'] - phase['rollout_s']) / bare_update:.2f})")
     if args.reference:
         ref = reference_rate(args.reference, args.reference_minutes, cfg.train.num_threads)
         print(f"standalone design: {ref:.1f} meta-episodes/s; this project / design = {rate / ref:.2f}")
