@@ -179,6 +179,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.iterations < 1:
         parser.error("--iterations must be >= 1")
+    if args.op_profile < 0:
+        parser.error("--op-profile must be >= 0 (0: no profile)")
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg, trainer, model = build(args.params, args.game, args.set, Path(tmp))

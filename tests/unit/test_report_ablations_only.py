@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mage_core.schema import ConfigError
 from mage_core.stages.report import FILES, NO_RUNS, report
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -28,7 +29,7 @@ def test_ablations_only_report_holds_the_section_and_every_file(tmp_path: Path) 
     assert SECTION in text and NO_RUNS in text
     # No Table 1 of any kind: not its heading, not a run table.
     assert "Table 1 (" not in text and "## Runs" not in text
-    assert text.index("Made from no git commit") < text.index(NO_RUNS) < text.index(SECTION) < text.index("## Cost")
+    assert text.index("Made from ") < text.index(NO_RUNS) < text.index(SECTION) < text.index("## Cost")
     assert NO_RUNS in (out / "table1.md").read_text() and NO_RUNS in (out / "per_opponent.md").read_text()
     assert (out / "table1.csv").read_text() == ""
     for name in ("adaptation.png", "training_curves.png"):
@@ -48,6 +49,6 @@ def test_ablations_only_report_is_the_same_bytes_twice(tmp_path: Path) -> None:
 def test_a_dvc_lock_that_cannot_be_read_stops_it_before_any_file(tmp_path: Path) -> None:
     (tmp_path / "dvc.lock").write_text("schema: [unclosed", encoding="utf-8")
     out = tmp_path / "reports"
-    with pytest.raises(Exception, match="dvc.lock"):
+    with pytest.raises(ConfigError, match="dvc.lock"):
         report({}, tmp_path / "eval", None, out, {}, project_dir=tmp_path)
     assert not out.exists() or not any(out.iterdir())
