@@ -216,7 +216,7 @@ def run(params: str, profile: str | None = None, overrides: Sequence[str] = ()) 
     console = Console(soft_wrap=True)
     if profile:
         from mage_core.config import apply_overrides
-        from mage_core.stages.reproduce import profile_params
+        from mage_core.stages.profiles import profile_params
 
         from mage_core.config import run_data
 

@@ -29,9 +29,9 @@ from rich.console import Console
 
 from mage_core.config import ConfigError, load_config
 from mage_core.io.atomic import write_text_atomic
-from mage_core.stages import dvc_runs
-from mage_core.stages.profiles import profile_params  # noqa: F401 - also imported from here (doctor, sweep, tests)
 from mage_core.io.workspace_lock import LOCK_NAME, WorkspaceBusy, workspace_lock
+from mage_core.stages import dvc_runs
+from mage_core.stages.profiles import profile_params
 
 console = Console(soft_wrap=True)
 PROFILE_ROOT = Path("artifacts") / "profiles"

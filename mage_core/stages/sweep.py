@@ -100,7 +100,7 @@ def plan(params: str | Path, grid: str | None = None, vary: Sequence[str] = (), 
          profile: str | None = None, overrides: Sequence[str] = (), max_concurrent: int | None = None) -> Sweep:
     """Every point of the grid, each one's params built and validated: raises
     ConfigError listing every problem (of every point) before anything is written."""
-    from mage_core.stages.reproduce import profile_params
+    from mage_core.stages.profiles import profile_params
 
     params = Path(params).resolve()
     project = params.parent

@@ -29,7 +29,7 @@ from mage_core.backends.ray_local import start_local_ray
 from mage_core.config import apply_values, parse_config, run_data
 from mage_core.evaluation.suites import suites_for
 from mage_core.stages.evaluate import evaluate
-from mage_core.stages.reproduce import profile_params
+from mage_core.stages.profiles import profile_params
 from mage_core.stages.train import train
 from mage_core.trainers.checkpoint import CheckpointManager
 from mage_core.trainers.meta_rl import MetaRLTrainer
